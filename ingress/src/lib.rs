@@ -1,0 +1,47 @@
+//! settle's webhook ingress: `POST /webhooks/{source}`. Each configured source names a provider;
+//! the provider's signature is checked on the raw bytes before anything is parsed, its payload is
+//! adapted into canonical settlement events, and the events are recorded with their jobs in one
+//! transaction. No 2xx leaves before the commit returned.
+
+mod error;
+mod provider;
+mod source;
+mod webhook;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::post;
+use jobs::Store;
+
+pub use error::IngressError;
+pub use provider::signature::SignatureError;
+pub use source::{Provider, Secret, Source, SourceError, Sources};
+
+/// The default limit on a webhook body.
+pub const BODY_BYTES_MAX_DEFAULT: usize = 256 * 1024;
+
+/// The ingress role's state: where to record, and which sources exist.
+#[derive(Clone, Debug)]
+pub struct Ingress {
+    store: Store,
+    sources: Arc<Sources>,
+    body_bytes_max: usize,
+}
+
+impl Ingress {
+    pub fn new(store: Store, sources: Sources, body_bytes_max: usize) -> Self {
+        Self {
+            store,
+            sources: Arc::new(sources),
+            body_bytes_max,
+        }
+    }
+
+    /// `POST /webhooks/{source}`.
+    pub fn router(self) -> Router {
+        Router::new()
+            .route("/webhooks/{source}", post(webhook::receive))
+            .with_state(self)
+    }
+}

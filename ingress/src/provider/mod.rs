@@ -1,0 +1,57 @@
+//! Providers: each checks its own signature scheme, then adapts its payload into canonical
+//! settlement events. Nothing here writes anything.
+
+pub mod signature;
+mod standard;
+
+use axum::http::HeaderMap;
+use jobs::NewEvent;
+
+use crate::source::{Provider, Source};
+use signature::SignatureError;
+
+/// What an authentic delivery turned out to be.
+#[derive(Debug)]
+pub enum Adapted {
+    /// Authentic, but not about settlement: acknowledged, nothing recorded.
+    Ignored,
+    /// One event (or one per Adyen item), each valid or kept with its validation error.
+    Events(Vec<NewEvent>),
+}
+
+/// An authentic delivery whose event key cannot be read: 400, nothing written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unparseable(pub &'static str);
+
+/// Why a delivery was turned away before anything was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+    #[error(transparent)]
+    Unparseable(#[from] Unparseable),
+}
+
+/// Verifies the delivery on its raw bytes, then (only if authentic) reads it.
+pub(crate) fn authenticate(
+    source: &Source,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: i64,
+) -> Result<Adapted, Rejection> {
+    match source.provider {
+        Provider::Standard => {
+            let message_id = standard::verify(source, headers, body, now)?;
+            Ok(standard::adapt(source, message_id, body)?)
+        }
+    }
+}
+
+/// A header's value as text; absent or not visible ASCII counts as missing.
+fn header<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<&'h str, SignatureError> {
+    headers
+        .get(name)
+        .and_then(|value| value.to_str().ok())
+        .ok_or(SignatureError::Missing(name))
+}

@@ -1,0 +1,117 @@
+//! What every provider's signature check shares: HMAC-SHA256 compared in constant time after a
+//! length check, and a timestamp tolerance that holds both ways.
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+use crate::source::SigningKey;
+
+/// Why a delivery is not authentic. Messages say which rule failed, never what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    #[error("missing signature header {0}")]
+    Missing(&'static str),
+    #[error("signature header {0} is malformed")]
+    Malformed(&'static str),
+    #[error("no signature matches any active secret")]
+    Mismatch,
+    #[error("signature timestamp is outside the tolerance window")]
+    OutOfTolerance,
+}
+
+impl SignatureError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            SignatureError::Missing(_) => "missing_signature",
+            SignatureError::Malformed(_) | SignatureError::Mismatch => "invalid_signature",
+            SignatureError::OutOfTolerance => "timestamp_out_of_tolerance",
+        }
+    }
+}
+
+/// Whether any candidate tag is the HMAC-SHA256 of `parts` (concatenated) under any key.
+/// Each comparison checks the length first (an empty tag never matches) and then compares in
+/// constant time.
+pub(crate) fn any_matches(keys: &[SigningKey], parts: &[&[u8]], candidates: &[Vec<u8>]) -> bool {
+    let mut matched = false;
+    for key in keys {
+        let Ok(mut mac) = <Hmac<Sha256> as KeyInit>::new_from_slice(key.bytes()) else {
+            continue;
+        };
+        for part in parts {
+            mac.update(part);
+        }
+        for candidate in candidates {
+            // No early exit: the time taken does not depend on which key or candidate matched.
+            matched |= mac.clone().verify_slice(candidate).is_ok();
+        }
+    }
+    matched
+}
+
+/// A signed timestamp must be within `tolerance_secs` of now, in the past or the future.
+pub(crate) fn check_tolerance(
+    timestamp: i64,
+    now: i64,
+    tolerance_secs: u64,
+) -> Result<(), SignatureError> {
+    let skew = now.abs_diff(timestamp);
+    if skew > tolerance_secs {
+        Err(SignatureError::OutOfTolerance)
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tolerance_holds_both_ways() {
+        assert!(check_tolerance(1000, 1000, 300).is_ok());
+        assert!(check_tolerance(700, 1000, 300).is_ok());
+        assert!(check_tolerance(1300, 1000, 300).is_ok());
+        assert_eq!(
+            check_tolerance(699, 1000, 300),
+            Err(SignatureError::OutOfTolerance)
+        );
+        assert_eq!(
+            check_tolerance(1301, 1000, 300),
+            Err(SignatureError::OutOfTolerance)
+        );
+        assert_eq!(
+            check_tolerance(i64::MIN, 1000, 300),
+            Err(SignatureError::OutOfTolerance)
+        );
+    }
+
+    #[test]
+    fn empty_and_truncated_tags_never_match() {
+        let key = SigningKey::for_tests(b"key");
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(b"key").expect("mac");
+        mac.update(b"msg");
+        let tag = mac.finalize().into_bytes().to_vec();
+        assert!(any_matches(
+            std::slice::from_ref(&key),
+            &[b"msg"],
+            std::slice::from_ref(&tag)
+        ));
+        assert!(any_matches(
+            std::slice::from_ref(&key),
+            &[b"m", b"sg"],
+            std::slice::from_ref(&tag)
+        ));
+        assert!(!any_matches(
+            std::slice::from_ref(&key),
+            &[b"msg"],
+            &[Vec::new()]
+        ));
+        assert!(!any_matches(
+            std::slice::from_ref(&key),
+            &[b"msg"],
+            &[tag[..31].to_vec()]
+        ));
+        assert!(!any_matches(std::slice::from_ref(&key), &[b"msh"], &[tag]));
+    }
+}

@@ -1,0 +1,199 @@
+//! Configured webhook sources: a name, a provider, its signing keys, its tolerance.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use base64::Engine;
+use jobs::SourceName;
+use serde::{Deserialize, Deserializer};
+
+/// A secret as configured (`whsec_...`, an Adyen HMAC key). Its Debug and Display never print it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+
+    /// The secret itself, for the one place that derives a key from it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Secret)
+    }
+}
+
+/// Which provider's signing scheme and payload shape a source speaks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// The canonical settlement schema, signed with Standard Webhooks (Svix-compatible).
+    Standard,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Standard => "standard",
+        }
+    }
+}
+
+/// A key derived from a secret the way the provider derives it. Never printed.
+#[derive(Clone)]
+pub(crate) struct SigningKey(Vec<u8>);
+
+impl SigningKey {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_tests(key: &[u8]) -> Self {
+        Self(key.to_vec())
+    }
+}
+
+impl fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SigningKey(<redacted>)")
+    }
+}
+
+/// Why a source's configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("source {source_name}: secret #{index} is not a valid {provider} secret ({why})")]
+    BadSecret {
+        source_name: SourceName,
+        provider: &'static str,
+        index: usize,
+        why: &'static str,
+    },
+    #[error("source {0}: at least one secret is required")]
+    NoSecrets(SourceName),
+    #[error("source {0} is configured twice")]
+    Duplicate(SourceName),
+}
+
+/// One configured source, with its keys derived and checked.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub name: SourceName,
+    pub provider: Provider,
+    pub tolerance_secs: u64,
+    pub(crate) keys: Vec<SigningKey>,
+}
+
+impl Source {
+    /// Derives each secret's key as the provider does; several secrets allow rotation.
+    pub fn new(
+        name: SourceName,
+        provider: Provider,
+        secrets: &[Secret],
+        tolerance_secs: u64,
+    ) -> Result<Self, SourceError> {
+        if secrets.is_empty() {
+            return Err(SourceError::NoSecrets(name));
+        }
+        let mut keys = Vec::with_capacity(secrets.len());
+        for (index, secret) in secrets.iter().enumerate() {
+            let key =
+                derive_key(provider, secret.expose()).map_err(|why| SourceError::BadSecret {
+                    source_name: name.clone(),
+                    provider: provider.as_str(),
+                    index,
+                    why,
+                })?;
+            keys.push(key);
+        }
+        Ok(Self {
+            name,
+            provider,
+            tolerance_secs,
+            keys,
+        })
+    }
+}
+
+fn derive_key(provider: Provider, secret: &str) -> Result<SigningKey, &'static str> {
+    match provider {
+        // Standard Webhooks: base64 after an optional `whsec_` prefix.
+        Provider::Standard => {
+            let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
+            let key = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|_| "expected whsec_ followed by base64")?;
+            if key.is_empty() {
+                return Err("empty key");
+            }
+            Ok(SigningKey(key))
+        }
+    }
+}
+
+/// The configured sources by name.
+#[derive(Clone, Debug, Default)]
+pub struct Sources {
+    by_name: HashMap<String, Source>,
+}
+
+impl Sources {
+    pub fn new(sources: Vec<Source>) -> Result<Self, SourceError> {
+        let mut by_name = HashMap::with_capacity(sources.len());
+        for source in sources {
+            let name = source.name.clone();
+            if by_name.insert(name.as_str().to_owned(), source).is_some() {
+                return Err(SourceError::Duplicate(name));
+            }
+        }
+        Ok(Self { by_name })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Source> {
+        self.by_name.get(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_print() {
+        let secret = Secret::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        assert!(!format!("{secret:?}").contains("MfKQ"));
+        let name = SourceName::parse("std").expect("name");
+        let source = Source::new(name, Provider::Standard, &[secret], 300).expect("source");
+        assert!(!format!("{source:?}").contains("MfKQ"));
+    }
+
+    #[test]
+    fn bad_standard_secrets_are_refused() {
+        let name = SourceName::parse("std").expect("name");
+        for bad in ["whsec_!!!", "whsec_", ""] {
+            let error = Source::new(name.clone(), Provider::Standard, &[Secret::new(bad)], 300);
+            assert!(error.is_err(), "{bad}");
+        }
+        assert!(Source::new(name, Provider::Standard, &[], 300).is_err());
+    }
+}

@@ -1,0 +1,100 @@
+//! `POST /webhooks/{source}`: verify, adapt, record with its job in one transaction, and answer
+//! 2xx only after the commit returned.
+
+use axum::Json;
+use axum::body::{Body, to_bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use jobs::Recorded;
+use serde_json::json;
+use tracing::{info, instrument, warn};
+
+use crate::Ingress;
+use crate::error::IngressError;
+use crate::provider::{Adapted, authenticate};
+
+#[instrument(name = "webhook", skip_all, fields(source = %source_name))]
+pub(crate) async fn receive(
+    State(ingress): State<Ingress>,
+    Path(source_name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match handle(&ingress, &source_name, &headers, body).await {
+        Ok(response) => response,
+        Err(error) => {
+            info!(outcome = error.code(), "delivery refused");
+            error.into_response()
+        }
+    }
+}
+
+async fn handle(
+    ingress: &Ingress,
+    source_name: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, IngressError> {
+    let source = ingress
+        .sources
+        .get(source_name)
+        .ok_or(IngressError::UnknownSource)?;
+    if !is_json(headers) {
+        return Err(IngressError::UnsupportedMediaType);
+    }
+    let limit_bytes = ingress.body_bytes_max;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit_bytes as u64) {
+        return Err(IngressError::PayloadTooLarge { limit_bytes });
+    }
+    let body = to_bytes(body, limit_bytes)
+        .await
+        .map_err(|_| IngressError::PayloadTooLarge { limit_bytes })?;
+    let now = chrono::Utc::now().timestamp();
+    let events = match authenticate(source, headers, &body, now)? {
+        Adapted::Ignored => {
+            info!(outcome = "ignored", "delivery acknowledged");
+            return Ok(Json(json!({"status": "ignored"})).into_response());
+        }
+        Adapted::Events(events) => events,
+    };
+    let outcomes = ingress.store.record(&events).await.map_err(|error| {
+        warn!(error = %error, transient = error.is_transient(), "recording failed");
+        IngressError::Unavailable
+    })?;
+    for (event, outcome) in events.iter().zip(&outcomes) {
+        info!(external_id = %event.external_id, event_id = %outcome.event_id(), outcome = label(outcome), "delivery recorded");
+    }
+    match outcomes.as_slice() {
+        [Recorded::New(event_id)] => {
+            Ok(Json(json!({"status": "recorded", "event_id": event_id})).into_response())
+        }
+        [Recorded::Duplicate(event_id)] => {
+            Ok(Json(json!({"status": "duplicate", "event_id": event_id})).into_response())
+        }
+        [Recorded::Conflict { event_id, .. }] => Err(IngressError::Conflict {
+            event_id: *event_id,
+        }),
+        _ => Err(IngressError::Unavailable),
+    }
+}
+
+fn label(outcome: &Recorded) -> &'static str {
+    match outcome {
+        Recorded::New(_) => "recorded",
+        Recorded::Duplicate(_) => "duplicate",
+        Recorded::Conflict { .. } => "conflict",
+    }
+}
+
+/// `application/json`, with or without parameters such as `charset=utf-8`.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
+}

@@ -1,0 +1,16 @@
+//! settle's domain and its storage: money, settlement events and their fingerprints, what is
+//! recorded and how, and `store`, the only module that speaks SQL.
+
+pub mod event;
+pub mod fingerprint;
+pub mod ids;
+pub mod money;
+pub mod record;
+pub mod store;
+
+pub use event::{Amounts, EventParts, FactsError, Kind, SettlementEvent};
+pub use fingerprint::Fingerprint;
+pub use ids::{ConflictId, EventId, ExternalId, MovementId, PayoutId, Reference, SourceName};
+pub use money::{Amount, Currency, MoneyError};
+pub use record::{Content, EventStatus, InvalidFacts, NewEvent, Recorded};
+pub use store::{Store, StoreError, StoreOptions};

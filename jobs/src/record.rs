@@ -1,0 +1,109 @@
+//! What the ingress hands to the store, and what the store answers: the first layer of dedup,
+//! delivery -> event by `(source, external_id)`.
+
+use std::fmt;
+
+use crate::event::{FactsError, SettlementEvent};
+use crate::fingerprint::Fingerprint;
+use crate::ids::{ConflictId, EventId, ExternalId, SourceName};
+
+/// An authentic delivery's event, ready to be recorded.
+#[derive(Clone, Debug)]
+pub struct NewEvent {
+    pub source: SourceName,
+    pub external_id: ExternalId,
+    /// This event's part of the delivery as received (the whole body, or one Adyen item).
+    pub payload: String,
+    pub content: Content,
+}
+
+/// An event's facts: valid, or kept as received with the reason they are not.
+#[derive(Clone, Debug)]
+pub enum Content {
+    Valid(SettlementEvent),
+    Invalid(InvalidFacts),
+}
+
+/// Facts that failed validation. The event is still recorded (the provider must stop
+/// redelivering, nothing may be lost) and its job dead-letters it for a person.
+#[derive(Clone, Debug)]
+pub struct InvalidFacts {
+    /// The kind as the delivery named it, when it named one.
+    pub kind: Option<String>,
+    pub error: FactsError,
+    /// [`Fingerprint::of_unvalidated`] over the delivery's settlement-relevant JSON.
+    pub fingerprint: Fingerprint,
+}
+
+impl NewEvent {
+    pub fn fingerprint(&self) -> Fingerprint {
+        match &self.content {
+            Content::Valid(event) => event.fingerprint(),
+            Content::Invalid(invalid) => invalid.fingerprint,
+        }
+    }
+}
+
+/// What recording one event did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Recorded {
+    /// A new event, committed with its job.
+    New(EventId),
+    /// The same key with the same fingerprint: nothing written.
+    Duplicate(EventId),
+    /// The same key with a different fingerprint: the original is untouched, the delivery kept in
+    /// `event_conflicts` (identical conflicting redeliveries collapse onto one row).
+    Conflict {
+        event_id: EventId,
+        conflict_id: ConflictId,
+    },
+}
+
+impl Recorded {
+    pub fn event_id(self) -> EventId {
+        match self {
+            Recorded::New(id) | Recorded::Duplicate(id) => id,
+            Recorded::Conflict { event_id, .. } => event_id,
+        }
+    }
+}
+
+/// An event's state (DESIGN §6): `recorded` -> `posted`; `recorded` -> `abandoned` (dead letter
+/// open) -> `recorded` (requeued) or `discarded`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum EventStatus {
+    Recorded,
+    Posted,
+    Abandoned,
+    Discarded,
+}
+
+impl EventStatus {
+    pub const ALL: [EventStatus; 4] = [
+        EventStatus::Recorded,
+        EventStatus::Posted,
+        EventStatus::Abandoned,
+        EventStatus::Discarded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventStatus::Recorded => "recorded",
+            EventStatus::Posted => "posted",
+            EventStatus::Abandoned => "abandoned",
+            EventStatus::Discarded => "discarded",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<EventStatus> {
+        EventStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+impl fmt::Display for EventStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

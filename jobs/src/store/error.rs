@@ -1,0 +1,76 @@
+//! Store errors, classified once where they are born: transient (try again later) or not.
+
+/// A failure of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or asked us to try again (connection lost, pool
+    /// timeout, serialization failure, deadlock, lock timeout, shutdown in progress).
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// Any other database error: a bug or a broken invariant, not something a retry fixes.
+    #[error("database error: {0}")]
+    Database(#[source] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database schema is behind this build: {0}")]
+    MigrationsPending(String),
+    /// A stored row that this build cannot read (it was not written by settle).
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+    #[error("{0}")]
+    Unsupported(&'static str),
+}
+
+impl StoreError {
+    /// Whether trying the same thing again later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        if is_transient(&error) {
+            StoreError::Unavailable(error)
+        } else {
+            StoreError::Database(error)
+        }
+    }
+}
+
+/// SQLSTATE classes and codes that mean "not now" rather than "never".
+const TRANSIENT_SQLSTATES: &[&str] = &[
+    "40001", // serialization_failure
+    "40P01", // deadlock_detected
+    "55P03", // lock_not_available (lock_timeout)
+    "57014", // query_canceled (statement_timeout)
+    "57P01", // admin_shutdown
+    "57P02", // crash_shutdown
+    "57P03", // cannot_connect_now
+    "25P03", // idle_in_transaction_session_timeout
+];
+
+fn is_transient(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
+                code.parse::<u32>()
+                    .is_ok_and(|code| matches!(code & 0xff, 5 | 6))
+            } else {
+                // 08: connection exceptions; 53: insufficient resources (too many connections).
+                code.starts_with("08")
+                    || code.starts_with("53")
+                    || TRANSIENT_SQLSTATES.contains(&code.as_ref())
+            }
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,97 @@
+//! The `settle` command line (DESIGN §7).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::app::{App, Role};
+use crate::config::Config;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "settle",
+    version,
+    about = "Settlement webhooks in, balanced journal entries out."
+)]
+pub struct Cli {
+    /// Configuration file (default: $SETTLE_CONFIG, else ./settle.toml when present).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ingress, workers and the ops API in one process.
+    Serve {
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<SocketAddr>,
+    },
+    /// The ingress role only (for a fleet on PostgreSQL).
+    Ingress {
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<SocketAddr>,
+    },
+    /// Apply settle's and the job queue's migrations, then exit.
+    Migrate,
+}
+
+impl Cli {
+    pub async fn run(self) -> anyhow::Result<()> {
+        let mut config = Config::load(self.config.as_deref())?;
+        match self.command {
+            Command::Serve { listen } => serve(config, listen, Role::Serve).await,
+            Command::Ingress { listen } => serve(config, listen, Role::Ingress).await,
+            Command::Migrate => {
+                config.migrate_on_start = false;
+                let store = jobs::Store::connect(&config.database_url, &config.store_options())
+                    .await
+                    .context("cannot connect to the database")?;
+                store.migrate().await.context("migration failed")?;
+                store.close().await;
+                println!("migrations applied");
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn serve(mut config: Config, listen: Option<SocketAddr>, role: Role) -> anyhow::Result<()> {
+    if let Some(listen) = listen {
+        config.listen = listen;
+    }
+    let app = App::build(&config, role).await?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    app.run(shutdown).await
+}
+
+/// SIGTERM or ctrl-c starts a graceful stop.
+async fn stop_on_signal(shutdown: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(error) => {
+                    tracing::error!(%error, "cannot listen for SIGTERM");
+                    let _ = ctrl_c.await;
+                    shutdown.cancel();
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("stop requested");
+    shutdown.cancel();
+}

@@ -1,0 +1,224 @@
+//! Configuration: typed, layered (defaults, then `settle.toml`, then `SETTLE_*` environment
+//! variables), validated at load. Secrets are wrapped so they cannot be printed.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use ingress::{Provider, Secret, Source, Sources};
+use jobs::{SourceName, StoreOptions};
+use serde::Deserialize;
+
+/// The embedded default database when `DATABASE_URL` is not set.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://settle.db";
+const DEFAULT_CONFIG_FILE: &str = "settle.toml";
+
+/// Everything settle can be told. Every limit carries its unit in its name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// `DATABASE_URL`: PostgreSQL (`postgres://...`) or SQLite (`sqlite://...`).
+    #[serde(default = "default_database_url")]
+    pub database_url: String,
+    /// `WORKER_DATABASE_URL`: a session-mode connection for workers, when `DATABASE_URL` goes
+    /// through a transaction pooler.
+    #[serde(default)]
+    pub worker_database_url: Option<String>,
+    #[serde(default = "default_body_bytes_max")]
+    pub body_bytes_max: usize,
+    /// `serve` applies migrations on start unless this is false.
+    #[serde(default = "default_true")]
+    pub migrate_on_start: bool,
+    #[serde(default)]
+    pub database: DatabaseConfig,
+    #[serde(default)]
+    pub sources: Vec<SourceConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    #[serde(default = "default_connections_max")]
+    pub connections_max: u32,
+    #[serde(default = "default_acquire_timeout_ms")]
+    pub acquire_timeout_ms: u64,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            connections_max: default_connections_max(),
+            acquire_timeout_ms: default_acquire_timeout_ms(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    pub name: SourceName,
+    pub provider: Provider,
+    #[serde(default)]
+    pub secrets: Vec<Secret>,
+    /// The name of an environment variable holding comma-separated secrets.
+    #[serde(default)]
+    pub secrets_env: Option<String>,
+    #[serde(default = "default_tolerance_secs")]
+    pub tolerance_secs: u64,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+fn default_database_url() -> String {
+    DEFAULT_DATABASE_URL.to_owned()
+}
+fn default_body_bytes_max() -> usize {
+    ingress::BODY_BYTES_MAX_DEFAULT
+}
+fn default_true() -> bool {
+    true
+}
+fn default_connections_max() -> u32 {
+    StoreOptions::default().connections_max
+}
+fn default_acquire_timeout_ms() -> u64 {
+    StoreOptions::default().acquire_timeout_ms
+}
+fn default_tolerance_secs() -> u64 {
+    300
+}
+
+impl Config {
+    /// Loads `file` (or `SETTLE_CONFIG`, or `./settle.toml` when present), then applies `SETTLE_*`
+    /// overrides (nested keys with `__`, e.g. `SETTLE_DATABASE__CONNECTIONS_MAX=32`) and
+    /// `DATABASE_URL` / `WORKER_DATABASE_URL`.
+    pub fn load(file: Option<&Path>) -> anyhow::Result<Config> {
+        let file: Option<PathBuf> = match file {
+            Some(path) => Some(path.to_owned()),
+            None => std::env::var_os("SETTLE_CONFIG")
+                .map(PathBuf::from)
+                .or_else(|| Some(PathBuf::from(DEFAULT_CONFIG_FILE)).filter(|p| p.exists())),
+        };
+        let mut figment = Figment::new();
+        if let Some(path) = &file {
+            if !path.exists() {
+                bail!("config file {} does not exist", path.display());
+            }
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        let figment = figment
+            .merge(Env::prefixed("SETTLE_").ignore(&["CONFIG"]).split("__"))
+            .merge(Env::raw().only(&["DATABASE_URL", "WORKER_DATABASE_URL"]));
+        let config: Config = figment.extract().context("invalid configuration")?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses a TOML document with the same rules, without the environment (for tests and demos).
+    pub fn from_toml(text: &str) -> anyhow::Result<Config> {
+        let config: Config = Figment::from(Toml::string(text))
+            .extract()
+            .context("invalid configuration")?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if jobs::store::BackendKind::of_url(&self.database_url).is_none() {
+            bail!("database URL must start with postgres://, postgresql:// or sqlite:");
+        }
+        if self.body_bytes_max == 0 {
+            bail!("body_bytes_max must be positive");
+        }
+        self.sources()?;
+        Ok(())
+    }
+
+    /// The configured sources with their keys derived; secrets from `secrets_env` included.
+    pub fn sources(&self) -> anyhow::Result<Sources> {
+        let mut sources = Vec::with_capacity(self.sources.len());
+        for source in &self.sources {
+            let mut secrets = source.secrets.clone();
+            if let Some(var) = &source.secrets_env {
+                let value = std::env::var(var).with_context(|| {
+                    format!(
+                        "source {}: environment variable {var} is not set",
+                        source.name
+                    )
+                })?;
+                secrets.extend(
+                    value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(Secret::new),
+                );
+            }
+            sources.push(Source::new(
+                source.name.clone(),
+                source.provider,
+                &secrets,
+                source.tolerance_secs,
+            )?);
+        }
+        Ok(Sources::new(sources)?)
+    }
+
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            connections_max: self.database.connections_max,
+            acquire_timeout_ms: self.database.acquire_timeout_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minimal_file_gets_defaults() {
+        let config = Config::from_toml(
+            r#"
+            [[sources]]
+            name = "std"
+            provider = "standard"
+            secrets = ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]
+            "#,
+        )
+        .expect("config");
+        assert_eq!(config.listen.port(), 8080);
+        assert_eq!(config.database_url, DEFAULT_DATABASE_URL);
+        assert_eq!(config.body_bytes_max, 256 * 1024);
+        assert_eq!(config.sources[0].tolerance_secs, 300);
+        assert!(!format!("{config:?}").contains("MfKQ9r8"));
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_reason() {
+        for (text, reason) in [
+            ("lisen = \"x\"", "unknown field"),
+            (
+                "[[sources]]\nname = \"Bad Name\"\nprovider = \"standard\"",
+                "source name",
+            ),
+            (
+                "[[sources]]\nname = \"s\"\nprovider = \"paypal\"",
+                "unknown variant",
+            ),
+            (
+                "[[sources]]\nname = \"s\"\nprovider = \"standard\"",
+                "at least one secret",
+            ),
+            ("database_url = \"mysql://x\"", "database URL"),
+        ] {
+            let error = format!("{:#}", Config::from_toml(text).expect_err(text));
+            assert!(error.contains(reason), "{text}: {error}");
+        }
+    }
+}

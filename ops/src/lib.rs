@@ -1,0 +1,11 @@
+//! The `settle` binary's library: configuration, the composition root ([`App`]), the command
+//! line, and the ops/finance HTTP API.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+mod health;
+pub mod telemetry;
+
+pub use app::{App, Role};
+pub use config::Config;

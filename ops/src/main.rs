@@ -1,0 +1,18 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use ops::cli::Cli;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    ops::telemetry::init();
+    match cli.run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            eprintln!("settle: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

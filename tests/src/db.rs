@@ -1,0 +1,134 @@
+//! A fresh PostgreSQL database per test, dropped when the test ends (even when it fails).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sqlx::postgres::{PgPool, PgPoolOptions};
+
+/// The server the suite uses; override with `SETTLE_TEST_PG` (a URL without a database name
+/// at the end is not supported: give e.g. `postgres://postgres@127.0.0.1:5432/postgres`).
+fn admin_url() -> String {
+    std::env::var("SETTLE_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// Databases this harness made are named `settle_t_<unix secs>_<random>`; leftovers of a killed
+/// run older than this are dropped by the next run.
+const LEFTOVER_AGE_SECS: u64 = 3 * 3600;
+
+#[derive(Debug)]
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+}
+
+impl TestDb {
+    pub async fn create() -> TestDb {
+        let admin = admin_pool().await;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default();
+        drop_leftovers(&admin, now).await;
+        let name = format!("settle_t_{now}_{:016x}", rand::random::<u64>());
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&admin)
+            .await
+            .expect("create test database");
+        admin.close().await;
+        let base = admin_url();
+        let url = match base.rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{name}"),
+            None => panic!("SETTLE_TEST_PG must end with /<database>"),
+        };
+        TestDb { name, url }
+    }
+
+    /// Cuts settle off this database (new connections refused, its open ones terminated), or
+    /// lets it back in: the database as seen by settle is down, while the test's own
+    /// connections stay open.
+    pub async fn set_reachable(&self, reachable: bool) {
+        let admin = admin_pool().await;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER DATABASE {} ALLOW_CONNECTIONS {reachable}",
+            self.name
+        )))
+        .execute(&admin)
+        .await
+        .expect("alter database");
+        if !reachable {
+            sqlx::query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = $1 AND application_name = 'settle'",
+            )
+            .bind(&self.name)
+            .execute(&admin)
+            .await
+            .expect("terminate settle's connections");
+        }
+        admin.close().await;
+    }
+
+    /// A pool for the test's own assertions.
+    pub async fn pool(&self) -> PgPool {
+        PgPoolOptions::new()
+            .max_connections(4)
+            .connect(&self.url)
+            .await
+            .expect("connect to test database")
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop runs outside any runtime guarantee: use a small runtime on its own thread.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let admin = admin_pool().await;
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .execute(&admin)
+                .await
+                .map(|_| ())
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            eprintln!("could not drop test database {}: {dropped:?}", self.name);
+        }
+    }
+}
+
+async fn admin_pool() -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&admin_url())
+        .await
+        .expect("connect to the PostgreSQL server (is it running? see .ci/run)")
+}
+
+async fn drop_leftovers(admin: &PgPool, now: u64) {
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'settle\\_t\\_%'")
+            .fetch_all(admin)
+            .await
+            .unwrap_or_default();
+    for name in names {
+        let created = name
+            .split('_')
+            .nth(2)
+            .and_then(|secs| secs.parse::<u64>().ok());
+        if created.is_some_and(|secs| secs + LEFTOVER_AGE_SECS < now) {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+            )))
+            .execute(admin)
+            .await;
+        }
+    }
+}

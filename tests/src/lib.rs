@@ -1,0 +1,9 @@
+//! The integration harness: a fresh real PostgreSQL database per test, the real `settle` app on
+//! a random port, and requests signed the way each provider signs them.
+
+pub mod app;
+pub mod db;
+pub mod sign;
+
+pub use app::{TestApp, spawn_app};
+pub use db::TestDb;

@@ -1,0 +1,3 @@
+//! settle's integration suite: one test binary, modules by area.
+
+mod ingress_standard;
