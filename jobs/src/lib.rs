@@ -4,13 +4,17 @@
 pub mod event;
 pub mod fingerprint;
 pub mod ids;
+pub mod job;
 pub mod money;
+pub mod posting;
 pub mod record;
 pub mod store;
 
 pub use event::{Amounts, EventParts, FactsError, Kind, SettlementEvent};
 pub use fingerprint::Fingerprint;
 pub use ids::{ConflictId, EventId, ExternalId, MovementId, PayoutId, Reference, SourceName};
+pub use job::{JobPayload, JobRef, POST_SETTLEMENT_QUEUE, PostError, PostSettlement};
 pub use money::{Amount, Currency, MoneyError};
+pub use posting::{Accounts, PostingRules};
 pub use record::{Content, EventStatus, InvalidFacts, NewEvent, Recorded};
 pub use store::{Store, StoreError, StoreOptions};

@@ -100,6 +100,18 @@ impl EventStatus {
             .into_iter()
             .find(|status| status.as_str() == text)
     }
+
+    /// The event state machine's edges; nothing else may change an event's status.
+    pub fn can_become(self, next: EventStatus) -> bool {
+        use EventStatus::*;
+        matches!(
+            (self, next),
+            (Recorded, Posted)
+                | (Recorded, Abandoned)
+                | (Abandoned, Recorded)
+                | (Abandoned, Discarded)
+        )
+    }
 }
 
 impl fmt::Display for EventStatus {

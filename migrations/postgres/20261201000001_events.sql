@@ -50,6 +50,17 @@ CREATE TRIGGER settlement_events_guard
     BEFORE UPDATE OR DELETE ON settlement_events
     FOR EACH ROW EXECUTE FUNCTION settlement_events_guard();
 
+CREATE FUNCTION settlement_events_refuse_truncate() RETURNS trigger AS $$
+BEGIN
+    RAISE EXCEPTION 'settlement_events are never deleted (TRUNCATE refused)'
+        USING ERRCODE = 'restrict_violation';
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE TRIGGER settlement_events_no_truncate
+    BEFORE TRUNCATE ON settlement_events
+    FOR EACH STATEMENT EXECUTE FUNCTION settlement_events_refuse_truncate();
+
 -- Deliveries that reused an event's key with different facts: kept for a person, one row per
 -- distinct conflicting fingerprint (identical redeliveries only bump the counter).
 CREATE TABLE event_conflicts (

@@ -8,6 +8,7 @@ use ingress::Ingress;
 use jobs::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use workers::Workers;
 
 use crate::config::Config;
 use crate::health;
@@ -19,22 +20,40 @@ pub enum Role {
     Serve,
     /// The ingress alone (a fleet member).
     Ingress,
+    /// Workers alone (a fleet member); no HTTP.
+    Worker,
+}
+
+impl Role {
+    fn serves_http(self) -> bool {
+        matches!(self, Role::Serve | Role::Ingress)
+    }
+
+    fn runs_workers(self) -> bool {
+        matches!(self, Role::Serve | Role::Worker)
+    }
 }
 
 /// A built, bound, not yet running settle process.
 #[derive(Debug)]
 pub struct App {
-    listener: TcpListener,
+    listener: Option<TcpListener>,
     store: Store,
     router: Router,
+    workers: Option<Workers>,
 }
 
 impl App {
     /// Binds the listener first (port 0 picks a free one), then connects and migrates.
     pub async fn build(config: &Config, role: Role) -> anyhow::Result<App> {
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let listener = match role.serves_http() {
+            true => Some(
+                TcpListener::bind(config.listen)
+                    .await
+                    .with_context(|| format!("cannot listen on {}", config.listen))?,
+            ),
+            false => None,
+        };
         let store = Store::connect(&config.database_url, &config.store_options())
             .await
             .context("cannot connect to the database")?;
@@ -45,6 +64,10 @@ impl App {
                 .context("cannot migrate the database")?;
         }
         let sources = config.sources()?;
+        let workers = match role.runs_workers() {
+            true => Some(build_workers(config, &store).await?),
+            false => None,
+        };
         tracing::info!(?role, sources = sources.len(), backend = ?store.kind(), "settle built");
         let router = Router::new()
             .merge(health::router(store.clone()))
@@ -53,27 +76,63 @@ impl App {
             listener,
             store,
             router,
+            workers,
         })
     }
 
+    /// The bound address (roles without HTTP have none).
     pub fn local_addr(&self) -> anyhow::Result<SocketAddr> {
-        Ok(self.listener.local_addr()?)
+        let listener = self.listener.as_ref().context("this role serves no HTTP")?;
+        Ok(listener.local_addr()?)
     }
 
     pub fn store(&self) -> &Store {
         &self.store
     }
 
-    /// Serves until `shutdown` is cancelled, then lets in-flight requests finish.
+    /// Runs until `shutdown` is cancelled: the HTTP server stops taking requests and finishes
+    /// the ones in flight; the workers stop fetching and finish their jobs. A worker role that
+    /// cannot start cancels the whole process.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let addr = self.local_addr()?;
-        tracing::info!(%addr, "listening");
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await
-            .context("HTTP server failed")?;
+        let workers = self.workers.map(|workers| {
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                let result = workers.run(shutdown.clone()).await;
+                if result.is_err() {
+                    shutdown.cancel();
+                }
+                result
+            })
+        });
+        match self.listener {
+            Some(listener) => {
+                tracing::info!(addr = %listener.local_addr()?, "listening");
+                axum::serve(listener, self.router)
+                    .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+                    .await
+                    .context("HTTP server failed")?;
+            }
+            None => shutdown.cancelled().await,
+        }
+        if let Some(workers) = workers {
+            workers.await.context("worker task panicked")??;
+        }
         self.store.close().await;
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+async fn build_workers(config: &Config, store: &Store) -> anyhow::Result<Workers> {
+    let worker_store = match &config.worker_database_url {
+        Some(url) => Store::connect(url, &config.store_options())
+            .await
+            .context("cannot connect to WORKER_DATABASE_URL")?,
+        None => store.clone(),
+    };
+    Ok(Workers::new(
+        worker_store,
+        config.posting_rules(),
+        config.workers.clone(),
+    )?)
 }

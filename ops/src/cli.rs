@@ -36,8 +36,20 @@ pub enum Command {
         #[arg(long, value_name = "ADDR")]
         listen: Option<SocketAddr>,
     },
+    /// The worker role only (for a fleet on PostgreSQL).
+    Worker {
+        /// Jobs in flight at once in this process (default: workers.concurrency).
+        #[arg(long, value_name = "N")]
+        concurrency: Option<usize>,
+    },
     /// Apply settle's and the job queue's migrations, then exit.
     Migrate,
+    /// Check every invariant on the configured store; exits non-zero if any fails.
+    Verify {
+        /// Machine-readable output on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl Cli {
@@ -46,18 +58,29 @@ impl Cli {
         match self.command {
             Command::Serve { listen } => serve(config, listen, Role::Serve).await,
             Command::Ingress { listen } => serve(config, listen, Role::Ingress).await,
+            Command::Worker { concurrency } => {
+                if let Some(concurrency) = concurrency {
+                    config.workers.concurrency = concurrency;
+                }
+                config.workers.validate().map_err(anyhow::Error::msg)?;
+                serve(config, None, Role::Worker).await
+            }
             Command::Migrate => {
-                config.migrate_on_start = false;
-                let store = jobs::Store::connect(&config.database_url, &config.store_options())
-                    .await
-                    .context("cannot connect to the database")?;
+                let store = connect(&config).await?;
                 store.migrate().await.context("migration failed")?;
                 store.close().await;
                 println!("migrations applied");
                 Ok(())
             }
+            Command::Verify { json } => crate::verify::run(&connect(&config).await?, json).await,
         }
     }
+}
+
+async fn connect(config: &Config) -> anyhow::Result<jobs::Store> {
+    jobs::Store::connect(&config.database_url, &config.store_options())
+        .await
+        .context("cannot connect to the database")
 }
 
 async fn serve(mut config: Config, listen: Option<SocketAddr>, role: Role) -> anyhow::Result<()> {

@@ -8,8 +8,10 @@ use anyhow::{Context, bail};
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use ingress::{Provider, Secret, Source, Sources};
-use jobs::{SourceName, StoreOptions};
+use jobs::posting::{AccountOverrides, Accounts};
+use jobs::{PostingRules, SourceName, StoreOptions};
 use serde::Deserialize;
+use workers::WorkerSettings;
 
 /// The embedded default database when `DATABASE_URL` is not set.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://settle.db";
@@ -37,6 +39,8 @@ pub struct Config {
     pub database: DatabaseConfig,
     #[serde(default)]
     pub sources: Vec<SourceConfig>,
+    #[serde(default)]
+    pub workers: WorkerSettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -69,6 +73,9 @@ pub struct SourceConfig {
     pub secrets_env: Option<String>,
     #[serde(default = "default_tolerance_secs")]
     pub tolerance_secs: u64,
+    /// Accounts this source posts to; unset names keep their defaults.
+    #[serde(default)]
+    pub accounts: AccountOverrides,
 }
 
 fn default_listen() -> SocketAddr {
@@ -136,6 +143,7 @@ impl Config {
             bail!("body_bytes_max must be positive");
         }
         self.sources()?;
+        self.workers.validate().map_err(anyhow::Error::msg)?;
         Ok(())
     }
 
@@ -167,6 +175,29 @@ impl Config {
             )?);
         }
         Ok(Sources::new(sources)?)
+    }
+
+    /// Each configured source's accounts (others post to the defaults).
+    pub fn posting_rules(&self) -> PostingRules {
+        PostingRules::new(
+            self.sources
+                .iter()
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        Accounts::with_overrides(&s.name, &s.accounts),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// The URL workers connect with: `WORKER_DATABASE_URL` when set (a session-mode connection
+    /// when `DATABASE_URL` is a transaction pooler), else `DATABASE_URL`.
+    pub fn worker_database_url(&self) -> &str {
+        self.worker_database_url
+            .as_deref()
+            .unwrap_or(&self.database_url)
     }
 
     pub fn store_options(&self) -> StoreOptions {

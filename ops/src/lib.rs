@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 mod health;
 pub mod telemetry;
+mod verify;
 
 pub use app::{App, Role};
 pub use config::Config;

@@ -24,35 +24,94 @@ pub struct TestApp {
     pub http: reqwest::Client,
     pub db: TestDb,
     pub pool: PgPool,
+    /// The app's own store, for driving jobs directly.
+    pub store: jobs::Store,
     shutdown: CancellationToken,
     task: Option<JoinHandle<anyhow::Result<()>>>,
 }
 
-/// The app with the default test sources.
+/// Worker settings that make tests quick: short heartbeats, short backoffs, frequent polls.
+pub const FAST_WORKERS: &str = r#"
+heartbeat_interval_ms = 500
+missed_heartbeats = 4
+poll_interval_ms = 100
+backoff_base_ms = 100
+backoff_max_ms = 1000
+sweep_interval_secs = 1
+sweep_grace_secs = 1
+drain_timeout_secs = 5
+"#;
+
+/// How to start the app under test.
+#[derive(Debug, Clone)]
+pub struct AppOptions {
+    pub role: Role,
+    /// Top-level TOML appended to the test configuration (limits, `[database]`...).
+    pub extra: String,
+    /// The body of the `[workers]` table.
+    pub workers: String,
+}
+
+impl Default for AppOptions {
+    fn default() -> Self {
+        Self {
+            role: Role::Serve,
+            extra: String::new(),
+            workers: FAST_WORKERS.to_owned(),
+        }
+    }
+}
+
+/// The app (ingress, workers) with the default test sources.
 pub async fn spawn_app() -> TestApp {
-    spawn_app_with("").await
+    spawn(AppOptions::default()).await
 }
 
 /// The app with `extra` appended to the test configuration (more sources, limits...).
 pub async fn spawn_app_with(extra: &str) -> TestApp {
-    let db = TestDb::create().await;
-    let config = Config::from_toml(&format!(
+    spawn(AppOptions {
+        extra: extra.to_owned(),
+        ..AppOptions::default()
+    })
+    .await
+}
+
+/// The test configuration for a database, as TOML.
+pub fn config_toml(url: &str, options: &AppOptions) -> String {
+    format!(
         r#"
         listen = "127.0.0.1:0"
         database_url = "{url}"
         {extra}
+
+        [workers]
+        {workers}
 
         [[sources]]
         name = "std"
         provider = "standard"
         secrets = ["{STANDARD_SECRET}", "{STANDARD_SECRET_OLD}"]
         "#,
-        url = db.url,
-    ))
-    .expect("test configuration");
+        extra = options.extra,
+        workers = options.workers,
+    )
+}
+
+pub async fn spawn(options: AppOptions) -> TestApp {
+    let db = TestDb::create().await;
+    start(db, options).await
+}
+
+/// Starts the app over an existing database (for example after a previous app stopped).
+pub async fn start(db: TestDb, options: AppOptions) -> TestApp {
+    let config = Config::from_toml(&config_toml(&db.url, &options)).expect("test configuration");
     ops::telemetry::init();
-    let app = App::build(&config, Role::Serve).await.expect("app builds");
-    let addr = app.local_addr().expect("bound");
+    let app = App::build(&config, options.role).await.expect("app builds");
+    let addr = match options.role {
+        Role::Worker => SocketAddr::from(([127, 0, 0, 1], 0)),
+        _ => app.local_addr().expect("bound"),
+    };
+    let store = app.store().clone();
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(app.run(shutdown.clone()));
     let pool = db.pool().await;
@@ -61,6 +120,7 @@ pub async fn spawn_app_with(extra: &str) -> TestApp {
         http: reqwest::Client::new(),
         db,
         pool,
+        store,
         shutdown,
         task: Some(task),
     }
@@ -113,12 +173,70 @@ impl TestApp {
         .expect("count jobs")
     }
 
-    /// Stops the app and waits for it to finish.
-    pub async fn stop(mut self) {
+    /// Stops the app, waits for it to finish, and hands back its database.
+    pub async fn stop(mut self) -> TestDb {
         self.shutdown.cancel();
         if let Some(task) = self.task.take() {
             task.await.expect("app task").expect("app stops cleanly");
         }
+        self.pool.close().await;
+        let placeholder = TestDb::detached();
+        std::mem::replace(&mut self.db, placeholder)
+    }
+
+    /// Waits until `sql` (a query returning one boolean) is true, checking every 50 ms; panics
+    /// with `what` after `timeout_secs`. A bound on waiting, not a speed assertion.
+    pub async fn wait_for(&self, what: &str, timeout_secs: u64, sql: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout_secs);
+        loop {
+            let done: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+                .fetch_one(&self.pool)
+                .await
+                .expect("wait query");
+            if done {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until every event is out of `recorded` (posted, abandoned or discarded).
+    pub async fn wait_settled(&self, timeout_secs: u64) {
+        self.wait_for(
+            "every event to settle",
+            timeout_secs,
+            "SELECT NOT EXISTS (SELECT 1 FROM settlement_events WHERE status = 'recorded')",
+        )
+        .await;
+    }
+
+    /// `(status, error_code of its open dead letter)` of the event with `external_id`.
+    pub async fn event_state(&self, external_id: &str) -> (String, Option<String>) {
+        sqlx::query_as(
+            "SELECT e.status, d.error_code FROM settlement_events e
+             LEFT JOIN dead_letters d ON d.event_id = e.id AND d.state = 'open'
+             WHERE e.external_id = $1",
+        )
+        .bind(external_id)
+        .fetch_one(&self.pool)
+        .await
+        .expect("event state")
+    }
+
+    /// Runs `settle verify` over the store and returns the names of failed checks.
+    pub async fn failed_invariants(&self) -> Vec<String> {
+        self.store
+            .verify()
+            .await
+            .expect("verify runs")
+            .into_iter()
+            .filter(|check| check.violations > 0)
+            .map(|check| format!("{}: {:?}", check.name, check.samples))
+            .collect()
     }
 }
 

@@ -43,6 +43,14 @@ impl TestDb {
         TestDb { name, url }
     }
 
+    /// A handle that owns no database (dropping it drops nothing).
+    pub fn detached() -> TestDb {
+        TestDb {
+            name: String::new(),
+            url: String::new(),
+        }
+    }
+
     /// Cuts settle off this database (new connections refused, its open ones terminated), or
     /// lets it back in: the database as seen by settle is down, while the test's own
     /// connections stay open.
@@ -80,6 +88,9 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        if self.name.is_empty() {
+            return;
+        }
         let name = self.name.clone();
         // Drop runs outside any runtime guarantee: use a small runtime on its own thread.
         let dropped = std::thread::spawn(move || {

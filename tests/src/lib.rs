@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod db;
+pub mod process;
 pub mod sign;
 
 pub use app::{TestApp, spawn_app};

@@ -19,6 +19,17 @@ pub enum StoreError {
     Corrupt(String),
     #[error("{0}")]
     Unsupported(&'static str),
+    /// A LISTEN did not hear its own NOTIFY: the connection does not keep session state (a
+    /// transaction-mode pooler).
+    #[error("LISTEN/NOTIFY did not round-trip on this connection")]
+    SessionStateLost,
+    /// A state change that the state machine does not allow, or whose precondition no longer
+    /// holds (another process changed the row first).
+    #[error("cannot move from {from} to {to}")]
+    InvalidTransition {
+        from: &'static str,
+        to: &'static str,
+    },
 }
 
 impl StoreError {

@@ -8,10 +8,26 @@ use std::time::Duration;
 
 pub use error::StoreError;
 
+use crate::ids::EventId;
+use crate::job::{AttemptStart, FailureDecision, JobRef, PostError, Posted};
+use crate::posting::PostingRules;
 use crate::record::{NewEvent, Recorded};
 
-/// The queue (apalis `job_type`) that carries `PostSettlement` jobs.
-pub const POST_SETTLEMENT_QUEUE: &str = "settle::PostSettlement";
+/// One invariant checked by [`Store::verify`].
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub violations: u64,
+    /// Up to ten violating rows, named.
+    pub samples: Vec<String>,
+}
+
+/// The concrete pool under a store, for the job queue's backend.
+#[derive(Clone, Debug)]
+pub enum QueuePool {
+    Postgres(sqlx::PgPool),
+}
 
 /// How a store connects. Every limit has its unit in its name.
 #[derive(Clone, Debug)]
@@ -108,6 +124,106 @@ impl Store {
     pub async fn record(&self, events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
         match &self.backend {
             Backend::Postgres(store) => store.record(events).await,
+        }
+    }
+
+    /// The pool the job queue's own backend runs on (apalis needs the concrete pool).
+    pub fn queue_pool(&self) -> QueuePool {
+        match &self.backend {
+            Backend::Postgres(store) => QueuePool::Postgres(store.pool().clone()),
+        }
+    }
+
+    /// Starts an attempt of `job`: commits the attempt's start before any work is done, so a
+    /// worker that dies mid-job is seen by the next one. Closes attempts whose worker died,
+    /// and dead-letters the event instead once `attempts_max` attempts have started.
+    pub async fn start_attempt(
+        &self,
+        job: &JobRef,
+        worker: &str,
+        attempts_max: u32,
+    ) -> Result<AttemptStart, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.start_attempt(job, worker, attempts_max).await,
+        }
+    }
+
+    /// The posting transaction: locks the event, returns early if it is settled, builds the
+    /// entry from the posting rules, inserts it by source key (a replay with the same facts
+    /// writes nothing, with different facts is `SourceReplayConflict`), marks the event posted
+    /// and the attempt finished. All or nothing.
+    pub async fn post(
+        &self,
+        job: &JobRef,
+        attempt: u32,
+        rules: &PostingRules,
+        lock_timeout_ms: u64,
+    ) -> Result<Posted, PostError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.post(job, attempt, rules, lock_timeout_ms).await,
+        }
+    }
+
+    /// Records a failed attempt and carries out the decision: schedule the retry, or open a
+    /// dead letter and move the event to `abandoned`, in one transaction.
+    pub async fn fail_attempt(
+        &self,
+        job: &JobRef,
+        attempt: u32,
+        error: &PostError,
+        decision: FailureDecision,
+    ) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.fail_attempt(job, attempt, error, decision).await,
+        }
+    }
+
+    /// Makes the job wait `delay_ms` before it is fetched again.
+    pub async fn retry_later(&self, job_id: &str, delay_ms: u64) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.retry_later(job_id, delay_ms).await,
+        }
+    }
+
+    /// Dead-letters the event whose current job has an unreadable payload. `None` when no
+    /// recorded event has that job (a stray row).
+    pub async fn dead_letter_unreadable_job(
+        &self,
+        job_id: &str,
+        detail: &str,
+    ) -> Result<Option<EventId>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.dead_letter_unreadable_job(job_id, detail).await,
+        }
+    }
+
+    /// Gives events left `recorded` without a live job (older than `grace_secs`) a fresh job.
+    /// Safe to run from every process at once. Returns how many were re-enqueued.
+    pub async fn sweep(&self, grace_secs: u64, batch_max: u32) -> Result<u64, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.sweep(grace_secs, batch_max).await,
+        }
+    }
+
+    /// The provider's id of an event (for logs and fault injection).
+    pub async fn external_id(&self, event_id: EventId) -> Result<Option<String>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.external_id(event_id).await,
+        }
+    }
+
+    /// Proves the connection keeps session state: a LISTEN on one connection hears a NOTIFY
+    /// from another within `timeout`. Fails behind a transaction-mode pooler.
+    pub async fn check_session_mode(&self, timeout: Duration) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.check_session_mode(timeout).await,
+        }
+    }
+
+    /// Checks DESIGN §9's invariants against what is stored.
+    pub async fn verify(&self) -> Result<Vec<Check>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.verify().await,
         }
     }
 

@@ -1,104 +1,19 @@
-//! PostgreSQL: the production store and the fleet's only shared state.
+//! The record path: an event and its job inserted by natural key in one statement.
 
-use std::str::FromStr;
+use sqlx::Row;
+use sqlx::postgres::PgConnection;
 
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
-use sqlx::{Connection, Row};
-
-use super::{POST_SETTLEMENT_QUEUE, StoreError, StoreOptions};
+use super::{QUEUE_ATTEMPTS_MAX, StoreError};
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConflictId, EventId};
+use crate::job::POST_SETTLEMENT_QUEUE;
 use crate::record::{Content, EventStatus, NewEvent, Recorded};
 
-/// apalis' own attempt limit, set out of reach: settle counts attempts itself (rescues included)
-/// and dead-letters by its own rule, so apalis must never give up on a job by itself.
-const QUEUE_ATTEMPTS_MAX: i32 = 1_000_000;
-
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
-
-#[derive(Clone, Debug)]
-pub(super) struct PgStore {
-    pool: PgPool,
-}
-
-impl PgStore {
-    pub(super) async fn connect(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
-        let connect = PgConnectOptions::from_str(url)?.application_name("settle");
-        let pool = PgPoolOptions::new()
-            .max_connections(options.connections_max)
-            .acquire_timeout(options.acquire_timeout())
-            .connect_with(connect)
-            .await?;
-        Ok(Self { pool })
-    }
-
-    pub(super) async fn close(&self) {
-        self.pool.close().await;
-    }
-
-    pub(super) async fn migrate(&self) -> Result<(), StoreError> {
-        // One process migrates at a time; the others wait, then find nothing to do.
-        let mut conn = self.pool.acquire().await?;
-        sqlx::query("SELECT pg_advisory_lock(hashtext('settle.migrate'))")
-            .execute(&mut *conn)
-            .await?;
-        let result = migrate_locked(&mut conn).await;
-        let unlock = sqlx::query("SELECT pg_advisory_unlock(hashtext('settle.migrate'))")
-            .execute(&mut *conn)
-            .await;
-        result?;
-        unlock?;
-        Ok(())
-    }
-
-    pub(super) async fn ready(&self) -> Result<(), StoreError> {
-        let applied: Vec<i64> = sqlx::query_scalar(
-            "SELECT version FROM _sqlx_migrations WHERE success ORDER BY version",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let pending: Vec<String> = MIGRATOR
-            .iter()
-            .filter(|m| !applied.contains(&m.version))
-            .map(|m| format!("{}_{}", m.version, m.description))
-            .collect();
-        if pending.is_empty() {
-            Ok(())
-        } else {
-            Err(StoreError::MigrationsPending(pending.join(", ")))
-        }
-    }
-
-    pub(super) async fn record(&self, events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        if let [event] = events {
-            // One statement inserts the event and its job: it is its own transaction, and
-            // `fetch_all` returns only after the server's ReadyForQuery, i.e. after COMMIT.
-            return Ok(vec![record_one(&mut conn, event).await?]);
-        }
-        let mut tx = conn.begin().await?;
-        let mut outcomes = Vec::with_capacity(events.len());
-        for event in events {
-            outcomes.push(record_one(&mut tx, event).await?);
-        }
-        tx.commit().await?;
-        Ok(outcomes)
-    }
-}
-
-async fn migrate_locked(conn: &mut PgConnection) -> Result<(), StoreError> {
-    sqlx::query("CREATE EXTENSION IF NOT EXISTS hstore")
-        .execute(&mut *conn)
-        .await?;
-    apalis_postgres::PostgresStorage::migrations()
-        .run(&mut *conn)
-        .await?;
-    MIGRATOR.run(&mut *conn).await?;
-    Ok(())
-}
-
 /// Inserts the event and its job by natural key, or classifies the replay.
-async fn record_one(conn: &mut PgConnection, event: &NewEvent) -> Result<Recorded, StoreError> {
+pub(super) async fn record_one(
+    conn: &mut PgConnection,
+    event: &NewEvent,
+) -> Result<Recorded, StoreError> {
     let fingerprint = event.fingerprint();
     let (kind, movement_id, facts, validation_error) = content_columns(&event.content);
     let job_id = ulid::Ulid::generate().to_string();

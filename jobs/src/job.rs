@@ -1,0 +1,200 @@
+//! The `PostSettlement` job: its payload, how its attempts start, what posting can answer, and
+//! how a failure is decided. The worker runtime drives it; the store carries it out.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::EventId;
+use crate::store::StoreError;
+
+/// The queue (apalis `job_type`) that carries `PostSettlement` jobs.
+pub const POST_SETTLEMENT_QUEUE: &str = "settle::PostSettlement";
+
+/// Post the event `event_id`. Kept tiny: the event row holds everything else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostSettlement {
+    pub event_id: EventId,
+}
+
+/// What a worker decodes from a job row. Decoding any JSON succeeds: a payload of another shape
+/// becomes `Unreadable` and is dead-lettered, instead of stopping every worker that fetches it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum JobPayload {
+    Post(PostSettlement),
+    Unreadable(serde_json::Value),
+}
+
+/// A job as the store knows it: the queue's id for it and the event it posts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRef {
+    pub job_id: String,
+    pub event_id: EventId,
+}
+
+/// What starting an attempt found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptStart {
+    /// Attempt number `attempt` is recorded as started (committed); do the work.
+    Run { attempt: u32 },
+    /// The event is no longer waiting for this job (posted, closed, or requeued onto a newer
+    /// job): nothing to do.
+    NothingToDo,
+    /// An earlier attempt of this job started and never finished (its worker died). It is now
+    /// recorded as died; `attempts` have started in all. Back off before running again.
+    Rescued { attempts: u32 },
+    /// `attempts_max` attempts have started: the event was moved to the dead letter instead.
+    Exhausted,
+    /// No event has this id: the job was not written by settle.
+    Stray,
+}
+
+/// What posting did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Posted {
+    /// A new entry was written.
+    New { entry_id: i64 },
+    /// An entry with the same source key and the same facts already existed: the event now
+    /// points at it, no entry was written.
+    Replayed { entry_id: i64 },
+    /// The event was already posted or closed when its lock was taken: nothing was written.
+    AlreadySettled,
+}
+
+/// Why posting failed, classified where it was born: [`PostError::is_transient`] decides
+/// whether the job may retry.
+#[derive(Debug, thiserror::Error)]
+pub enum PostError {
+    #[error("invalid facts: {0}")]
+    InvalidFacts(String),
+    #[error("source key {source_key} is already posted with different facts")]
+    SourceReplayConflict { source_key: String },
+    #[error("payout {payout_id} has no posted payout_paid entry to reverse yet")]
+    DependencyNotReady { payout_id: String },
+    #[error("reversal of payout {payout_id} does not match its paid entry: {detail}")]
+    ReversalMismatch { payout_id: String, detail: String },
+    #[error("entry does not balance: {0}")]
+    Unbalanced(String),
+    #[error("job payload is unreadable: {0}")]
+    UndecodableJob(String),
+    #[error("stored event is unreadable: {0}")]
+    CorruptEvent(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl PostError {
+    /// Whether a later attempt may succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            PostError::DependencyNotReady { .. } => true,
+            PostError::Store(error) => error.is_transient(),
+            _ => false,
+        }
+    }
+
+    /// A stable code for the dead letter and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PostError::InvalidFacts(_) => "invalid_facts",
+            PostError::SourceReplayConflict { .. } => "source_replay_conflict",
+            PostError::DependencyNotReady { .. } => "dependency_not_ready",
+            PostError::ReversalMismatch { .. } => "reversal_mismatch",
+            PostError::Unbalanced(_) => "unbalanced",
+            PostError::UndecodableJob(_) => "undecodable_job",
+            PostError::CorruptEvent(_) => "corrupt_event",
+            PostError::Store(error) if error.is_transient() => "database_unavailable",
+            PostError::Store(_) => "database_error",
+        }
+    }
+}
+
+/// Why an event went to the dead letter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// It cannot succeed as it is: no retry would help.
+    Permanent,
+    /// Transient failures (or worker deaths) used up every attempt.
+    Exhausted,
+}
+
+impl ErrorClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Permanent => "permanent",
+            ErrorClass::Exhausted => "exhausted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ErrorClass> {
+        [ErrorClass::Permanent, ErrorClass::Exhausted]
+            .into_iter()
+            .find(|class| class.as_str() == text)
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What to do with a failed attempt, decided by the worker's retry policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureDecision {
+    /// Run again after this many milliseconds.
+    RetryAfterMs(u64),
+    /// Move the event to the dead letter; nothing retries it by itself.
+    DeadLetter(ErrorClass),
+}
+
+/// An attempt's recorded outcome (`job_attempts.outcome`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    Posted,
+    Settled,
+    Transient,
+    Permanent,
+    Died,
+}
+
+impl AttemptOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Posted => "posted",
+            AttemptOutcome::Settled => "settled",
+            AttemptOutcome::Transient => "transient",
+            AttemptOutcome::Permanent => "permanent",
+            AttemptOutcome::Died => "died",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_json_payload_decodes() {
+        let ok: JobPayload = serde_json::from_str(r#"{"event_id": 7}"#).expect("decodes");
+        assert_eq!(
+            ok,
+            JobPayload::Post(PostSettlement {
+                event_id: EventId::new(7)
+            })
+        );
+        for other in [
+            r#"{"event_id": "7"}"#,
+            r#"{"event": 7}"#,
+            r#"{"event_id": 7, "x": 1}"#,
+            "[]",
+            "null",
+            "3",
+        ] {
+            let payload: JobPayload = serde_json::from_str(other).expect("decodes");
+            assert!(matches!(payload, JobPayload::Unreadable(_)), "{other}");
+        }
+    }
+}

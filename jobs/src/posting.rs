@@ -1,0 +1,436 @@
+//! Posting rules (DESIGN §4): how a settlement event becomes a balanced journal entry. Pure
+//! functions; the store runs them inside the posting transaction.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+use serde::Deserialize;
+
+use crate::event::{Amounts, Kind, SettlementEvent};
+use crate::ids::SourceName;
+use crate::money::{Amount, Currency};
+
+/// The accounts one source posts to. Every name may be configured; the defaults are DESIGN §4's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Accounts {
+    pub balance: String,
+    pub fees: String,
+    pub sales: String,
+    pub refunds: String,
+    pub disputes: String,
+    pub bank: String,
+    pub adjustments: String,
+}
+
+/// Account overrides as configured; unset names keep their defaults.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountOverrides {
+    pub balance: Option<String>,
+    pub fees: Option<String>,
+    pub sales: Option<String>,
+    pub refunds: Option<String>,
+    pub disputes: Option<String>,
+    pub bank: Option<String>,
+    pub adjustments: Option<String>,
+}
+
+impl Accounts {
+    /// `{source}:balance`, `fees:{source}`, `sales`, `refunds`, `disputes:{source}`, `bank`,
+    /// `adjustments`.
+    pub fn defaults(source: &SourceName) -> Accounts {
+        Accounts {
+            balance: format!("{source}:balance"),
+            fees: format!("fees:{source}"),
+            sales: "sales".into(),
+            refunds: "refunds".into(),
+            disputes: format!("disputes:{source}"),
+            bank: "bank".into(),
+            adjustments: "adjustments".into(),
+        }
+    }
+
+    pub fn with_overrides(source: &SourceName, overrides: &AccountOverrides) -> Accounts {
+        let defaults = Accounts::defaults(source);
+        let pick = |set: &Option<String>, default: String| set.clone().unwrap_or(default);
+        Accounts {
+            balance: pick(&overrides.balance, defaults.balance),
+            fees: pick(&overrides.fees, defaults.fees),
+            sales: pick(&overrides.sales, defaults.sales),
+            refunds: pick(&overrides.refunds, defaults.refunds),
+            disputes: pick(&overrides.disputes, defaults.disputes),
+            bank: pick(&overrides.bank, defaults.bank),
+            adjustments: pick(&overrides.adjustments, defaults.adjustments),
+        }
+    }
+}
+
+/// The accounts of every source; a source without configuration gets the defaults.
+#[derive(Clone, Debug, Default)]
+pub struct PostingRules {
+    by_source: HashMap<SourceName, Accounts>,
+}
+
+impl PostingRules {
+    pub fn new(by_source: HashMap<SourceName, Accounts>) -> Self {
+        Self { by_source }
+    }
+
+    pub fn accounts(&self, source: &SourceName) -> Accounts {
+        self.by_source
+            .get(source)
+            .cloned()
+            .unwrap_or_else(|| Accounts::defaults(source))
+    }
+}
+
+/// One line of an entry: debit positive, credit negative, never zero.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    pub account: String,
+    pub currency: Currency,
+    pub amount: Decimal,
+}
+
+/// An entry about to be written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryDraft {
+    pub source_key: String,
+    pub effective_date: NaiveDate,
+    pub description: String,
+    pub lines: Vec<Line>,
+}
+
+impl EntryDraft {
+    /// Every currency sums to zero and there are at least two lines.
+    pub fn is_balanced(&self) -> bool {
+        let mut totals: BTreeMap<Currency, Decimal> = BTreeMap::new();
+        for line in &self.lines {
+            *totals.entry(line.currency).or_default() += line.amount;
+        }
+        self.lines.len() >= 2 && totals.values().all(Decimal::is_zero)
+    }
+}
+
+/// The money-movement identity an entry is unique by: `{source}/{kind}/{movement_id}`.
+pub fn source_key(source: &SourceName, kind: Kind, movement_id: &str) -> String {
+    format!("{source}/{kind}/{movement_id}")
+}
+
+/// The entry an event posts. `payout_failed` posts the reversal of its payout's entry instead
+/// (see [`reversal_lines`]); the lines built here for it mirror `payout_paid` and are only used
+/// to check the amounts agree.
+pub fn draft(source: &SourceName, event: &SettlementEvent, accounts: &Accounts) -> EntryDraft {
+    let currency = event.currency();
+    let mut lines = Lines::new(currency);
+    let a = accounts;
+    match *event.amounts() {
+        Amounts::ChargeSettled { gross, fee, net } => {
+            lines
+                .debit(&a.balance, net)
+                .debit(&a.fees, fee)
+                .credit(&a.sales, gross);
+        }
+        Amounts::RefundSettled { amount, fee } => {
+            let total = sum(amount, fee);
+            lines
+                .debit(&a.refunds, amount)
+                .debit(&a.fees, fee)
+                .credit_decimal(&a.balance, total);
+        }
+        Amounts::Chargeback { amount, fee } => {
+            let total = sum(amount, fee);
+            lines
+                .debit(&a.disputes, amount)
+                .debit(&a.fees, fee)
+                .credit_decimal(&a.balance, total);
+        }
+        Amounts::ChargebackReversed { amount } => {
+            lines.debit(&a.balance, amount).credit(&a.disputes, amount);
+        }
+        Amounts::Fee { amount } => {
+            lines.debit(&a.fees, amount).credit(&a.balance, amount);
+        }
+        Amounts::PayoutPaid { amount } => {
+            lines.debit(&a.bank, amount).credit(&a.balance, amount);
+        }
+        Amounts::PayoutFailed { amount } => {
+            lines.debit(&a.balance, amount).credit(&a.bank, amount);
+        }
+        Amounts::Adjustment { amount } => {
+            lines
+                .debit(&a.balance, amount)
+                .credit(&a.adjustments, amount);
+        }
+    }
+    let mut description = format!("{} {} ({source})", event.kind(), event.movement_id());
+    if let Some(reference) = event.reference() {
+        description.push_str(&format!(" ref {reference}"));
+    }
+    EntryDraft {
+        source_key: source_key(source, event.kind(), event.movement_id().as_str()),
+        effective_date: event.occurred_at().date_naive(),
+        description,
+        lines: lines.into_vec(),
+    }
+}
+
+/// The lines that reverse `original`: every amount negated, accounts unchanged.
+pub fn reversal_lines(original: &[Line]) -> Vec<Line> {
+    original
+        .iter()
+        .map(|line| Line {
+            account: line.account.clone(),
+            currency: line.currency,
+            amount: -line.amount,
+        })
+        .collect()
+}
+
+fn sum(a: Amount, b: Amount) -> Decimal {
+    a.decimal() + b.decimal()
+}
+
+/// Collects lines, skipping zero amounts (a zero fee has no line).
+struct Lines {
+    currency: Currency,
+    lines: Vec<Line>,
+}
+
+impl Lines {
+    fn new(currency: Currency) -> Self {
+        Self {
+            currency,
+            lines: Vec::with_capacity(3),
+        }
+    }
+
+    fn push(&mut self, account: &str, amount: Decimal) -> &mut Self {
+        if !amount.is_zero() {
+            self.lines.push(Line {
+                account: account.to_owned(),
+                currency: self.currency,
+                amount,
+            });
+        }
+        self
+    }
+
+    fn debit(&mut self, account: &str, amount: Amount) -> &mut Self {
+        self.push(account, amount.decimal())
+    }
+
+    fn credit(&mut self, account: &str, amount: Amount) -> &mut Self {
+        self.push(account, -amount.decimal())
+    }
+
+    fn credit_decimal(&mut self, account: &str, amount: Decimal) -> &mut Self {
+        self.push(account, -amount)
+    }
+
+    fn into_vec(self) -> Vec<Line> {
+        self.lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(kind: Kind, currency: &str, amounts: serde_json::Value) -> SettlementEvent {
+        let mut data = json!({"movement_id": "m_1", "occurred_at": "2026-11-30T23:59:59Z",
+                              "currency": currency, "payout_id": "po_1"});
+        for (key, value) in amounts.as_object().expect("amounts") {
+            data[key] = value.clone();
+        }
+        SettlementEvent::from_canonical(kind, data.as_object().expect("object"))
+            .expect("valid event")
+    }
+
+    /// Posts `event` with the default accounts of source `s` and compares the lines as
+    /// `(account, "signed amount")`.
+    fn check(event: SettlementEvent, expected: &[(&str, &str)]) {
+        let source = SourceName::parse("s").expect("source");
+        let entry = draft(&source, &event, &Accounts::defaults(&source));
+        let got: Vec<(String, String)> = entry
+            .lines
+            .iter()
+            .map(|l| (l.account.clone(), l.amount.to_string()))
+            .collect();
+        let want: Vec<(String, String)> = expected
+            .iter()
+            .map(|(a, m)| (a.to_string(), m.to_string()))
+            .collect();
+        assert_eq!(got, want, "{}", event.kind());
+        assert!(entry.is_balanced(), "{} balances", event.kind());
+        assert!(entry.lines.iter().all(|l| l.currency == event.currency()));
+        assert_eq!(entry.effective_date.to_string(), "2026-11-30");
+        assert_eq!(entry.source_key, format!("s/{}/m_1", event.kind()));
+    }
+
+    #[test]
+    fn every_kind_posts_its_documented_entry() {
+        check(
+            event(
+                Kind::ChargeSettled,
+                "USD",
+                json!({"gross": "100.00", "fee": "3.20", "net": "96.80"}),
+            ),
+            &[
+                ("s:balance", "96.80"),
+                ("fees:s", "3.20"),
+                ("sales", "-100.00"),
+            ],
+        );
+        check(
+            event(
+                Kind::RefundSettled,
+                "USD",
+                json!({"amount": "40.00", "fee": "0.50"}),
+            ),
+            &[
+                ("refunds", "40.00"),
+                ("fees:s", "0.50"),
+                ("s:balance", "-40.50"),
+            ],
+        );
+        check(
+            event(
+                Kind::Chargeback,
+                "EUR",
+                json!({"amount": "25.00", "fee": "15.00"}),
+            ),
+            &[
+                ("disputes:s", "25.00"),
+                ("fees:s", "15.00"),
+                ("s:balance", "-40.00"),
+            ],
+        );
+        check(
+            event(Kind::ChargebackReversed, "EUR", json!({"amount": "25.00"})),
+            &[("s:balance", "25.00"), ("disputes:s", "-25.00")],
+        );
+        check(
+            event(Kind::Fee, "USD", json!({"amount": "1.99"})),
+            &[("fees:s", "1.99"), ("s:balance", "-1.99")],
+        );
+        check(
+            event(Kind::PayoutPaid, "USD", json!({"amount": "500.00"})),
+            &[("bank", "500.00"), ("s:balance", "-500.00")],
+        );
+        check(
+            event(Kind::PayoutFailed, "USD", json!({"amount": "500.00"})),
+            &[("s:balance", "500.00"), ("bank", "-500.00")],
+        );
+        check(
+            event(Kind::Adjustment, "USD", json!({"amount": "-2.50"})),
+            &[("s:balance", "-2.50"), ("adjustments", "2.50")],
+        );
+    }
+
+    #[test]
+    fn zero_and_three_decimal_currencies_post_exactly() {
+        check(
+            event(
+                Kind::ChargeSettled,
+                "JPY",
+                json!({"gross": "1000", "fee": "36", "net": "964"}),
+            ),
+            &[("s:balance", "964"), ("fees:s", "36"), ("sales", "-1000")],
+        );
+        check(
+            event(
+                Kind::ChargeSettled,
+                "KWD",
+                json!({"gross": "10.125", "fee": "0.301", "net": "9.824"}),
+            ),
+            &[
+                ("s:balance", "9.824"),
+                ("fees:s", "0.301"),
+                ("sales", "-10.125"),
+            ],
+        );
+        check(
+            event(
+                Kind::RefundSettled,
+                "KWD",
+                json!({"amount": "1.001", "fee": "0.002"}),
+            ),
+            &[
+                ("refunds", "1.001"),
+                ("fees:s", "0.002"),
+                ("s:balance", "-1.003"),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_zero_fee_has_no_line() {
+        check(
+            event(
+                Kind::ChargeSettled,
+                "USD",
+                json!({"gross": "10.00", "fee": "0.00", "net": "10.00"}),
+            ),
+            &[("s:balance", "10.00"), ("sales", "-10.00")],
+        );
+    }
+
+    #[test]
+    fn configured_accounts_replace_the_defaults() {
+        let source = SourceName::parse("stripe").expect("source");
+        let overrides = AccountOverrides {
+            balance: Some("assets:stripe".into()),
+            sales: Some("income:sales".into()),
+            ..AccountOverrides::default()
+        };
+        let accounts = Accounts::with_overrides(&source, &overrides);
+        assert_eq!(accounts.fees, "fees:stripe");
+        let event = event(
+            Kind::ChargeSettled,
+            "USD",
+            json!({"gross": "1.00", "fee": "0.10", "net": "0.90"}),
+        );
+        let entry = draft(&source, &event, &accounts);
+        let accounts: Vec<&str> = entry.lines.iter().map(|l| l.account.as_str()).collect();
+        assert_eq!(accounts, ["assets:stripe", "fees:stripe", "income:sales"]);
+    }
+
+    #[test]
+    fn a_reversal_negates_every_line() {
+        let source = SourceName::parse("s").expect("source");
+        let paid = draft(
+            &source,
+            &event(Kind::PayoutPaid, "USD", json!({"amount": "5.00"})),
+            &Accounts::defaults(&source),
+        );
+        let reversed = reversal_lines(&paid.lines);
+        assert_eq!(reversed[0].amount.to_string(), "-5.00");
+        assert_eq!(reversed[1].amount.to_string(), "5.00");
+        let both: Vec<Line> = paid.lines.iter().cloned().chain(reversed).collect();
+        let sum: Decimal = both.iter().map(|l| l.amount).sum();
+        assert!(sum.is_zero());
+    }
+
+    #[test]
+    fn unbalanced_drafts_are_detected() {
+        let usd = Currency::parse("USD").expect("USD");
+        let line = |amount: i64| Line {
+            account: "a".into(),
+            currency: usd,
+            amount: Decimal::from(amount),
+        };
+        let entry = |lines| EntryDraft {
+            source_key: "k".into(),
+            effective_date: NaiveDate::default(),
+            description: String::new(),
+            lines,
+        };
+        assert!(entry(vec![line(1), line(-1)]).is_balanced());
+        assert!(!entry(vec![line(1), line(-2)]).is_balanced());
+        assert!(!entry(vec![line(0)]).is_balanced());
+    }
+}

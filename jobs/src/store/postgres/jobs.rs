@@ -1,0 +1,579 @@
+//! The `PostSettlement` job's storage: attempts, the posting transaction, failures, the dead
+//! letter, and the sweep that re-enqueues stranded events.
+
+use rust_decimal::Decimal;
+use sqlx::Row;
+use sqlx::postgres::PgConnection;
+
+use super::{PgStore, QUEUE_ATTEMPTS_MAX};
+use crate::event::{Kind, SettlementEvent};
+use crate::ids::{EventId, SourceName};
+use crate::job::{
+    AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, POST_SETTLEMENT_QUEUE,
+    PostError, Posted,
+};
+use crate::money::Currency;
+use crate::posting::{self, EntryDraft, Line, PostingRules};
+use crate::record::EventStatus;
+use crate::store::StoreError;
+
+/// The error a died attempt is recorded with.
+const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
+
+impl PgStore {
+    pub(in crate::store) async fn start_attempt(
+        &self,
+        job: &JobRef,
+        worker: &str,
+        attempts_max: u32,
+    ) -> Result<AttemptStart, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let Some((status, current_job)) = lock_event(&mut tx, job.event_id).await? else {
+            tx.commit().await?;
+            return Ok(AttemptStart::Stray);
+        };
+        if status != EventStatus::Recorded || current_job != job.job_id {
+            tx.commit().await?;
+            return Ok(AttemptStart::NothingToDo);
+        }
+        let died: Vec<i32> = sqlx::query_scalar(
+            "UPDATE job_attempts SET finished_at = now(), outcome = $2, error_code = 'worker_died', error = $3
+             WHERE job_id = $1 AND finished_at IS NULL RETURNING attempt",
+        )
+        .bind(&job.job_id)
+        .bind(AttemptOutcome::Died.as_str())
+        .bind(DIED)
+        .fetch_all(&mut *tx)
+        .await?;
+        let started: i32 = sqlx::query_scalar(
+            "SELECT coalesce(max(attempt), 0) FROM job_attempts WHERE job_id = $1",
+        )
+        .bind(&job.job_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let started = u32::try_from(started).unwrap_or(0);
+        let outcome = if started >= attempts_max {
+            let (code, error) = last_error(&mut tx, &job.job_id).await?;
+            abandon(&mut tx, job, ErrorClass::Exhausted, &code, &error, started).await?;
+            AttemptStart::Exhausted
+        } else if !died.is_empty() {
+            AttemptStart::Rescued { attempts: started }
+        } else {
+            let attempt = started + 1;
+            sqlx::query("INSERT INTO job_attempts (event_id, job_id, attempt, worker) VALUES ($1, $2, $3, $4)")
+                .bind(job.event_id.get())
+                .bind(&job.job_id)
+                .bind(attempt as i32)
+                .bind(worker)
+                .execute(&mut *tx)
+                .await?;
+            AttemptStart::Run { attempt }
+        };
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    pub(in crate::store) async fn post(
+        &self,
+        job: &JobRef,
+        attempt: u32,
+        rules: &PostingRules,
+        lock_timeout_ms: u64,
+    ) -> Result<Posted, PostError> {
+        let mut tx = self.pool.begin().await.map_err(StoreError::from)?;
+        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
+            .bind(format!("{lock_timeout_ms}ms"))
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from)?;
+        let row = sqlx::query(
+            "SELECT source, status, job_id, facts, validation_error FROM settlement_events
+             WHERE id = $1 FOR UPDATE",
+        )
+        .bind(job.event_id.get())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(StoreError::from)?
+        .ok_or_else(|| PostError::CorruptEvent(format!("event {} does not exist", job.event_id)))?;
+        let status: String = row.try_get("status").map_err(StoreError::from)?;
+        let current_job: String = row.try_get("job_id").map_err(StoreError::from)?;
+        if status != EventStatus::Recorded.as_str() || current_job != job.job_id {
+            finish_attempt(&mut tx, job, attempt, AttemptOutcome::Settled, None).await?;
+            tx.commit().await.map_err(StoreError::from)?;
+            return Ok(Posted::AlreadySettled);
+        }
+        if let Some(error) = row
+            .try_get::<Option<String>, _>("validation_error")
+            .map_err(StoreError::from)?
+        {
+            return Err(PostError::InvalidFacts(error));
+        }
+        let facts: serde_json::Value = row.try_get("facts").map_err(StoreError::from)?;
+        let event = SettlementEvent::from_stored(&facts)
+            .map_err(|e| PostError::CorruptEvent(e.to_string()))?;
+        let source_text: String = row.try_get("source").map_err(StoreError::from)?;
+        let source =
+            SourceName::parse(&source_text).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
+
+        let mut draft = posting::draft(&source, &event, &rules.accounts(&source));
+        let reverses = if event.kind() == Kind::PayoutFailed {
+            Some(reverse_payout(&mut tx, &source, &event, &mut draft).await?)
+        } else {
+            None
+        };
+        if !draft.is_balanced() {
+            return Err(PostError::Unbalanced(draft.source_key));
+        }
+        let fingerprint = event.fingerprint().to_hex();
+        let inserted = insert_entry(
+            &mut tx,
+            job,
+            &source,
+            &event,
+            &draft,
+            &fingerprint,
+            reverses,
+        )
+        .await?;
+        let outcome = match inserted {
+            Some(entry_id) => Posted::New { entry_id },
+            None => {
+                let (entry_id, stored): (i64, String) = sqlx::query_as(
+                    "SELECT id, request_fingerprint FROM journal_entries WHERE source_key = $1",
+                )
+                .bind(&draft.source_key)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(StoreError::from)?;
+                if stored != fingerprint {
+                    return Err(PostError::SourceReplayConflict {
+                        source_key: draft.source_key,
+                    });
+                }
+                Posted::Replayed { entry_id }
+            }
+        };
+        let (Posted::New { entry_id } | Posted::Replayed { entry_id }) = outcome else {
+            return Ok(outcome);
+        };
+        set_event_status(
+            &mut tx,
+            job.event_id,
+            EventStatus::Recorded,
+            EventStatus::Posted,
+            Some(entry_id),
+        )
+        .await?;
+        finish_attempt(&mut tx, job, attempt, AttemptOutcome::Posted, None).await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(outcome)
+    }
+
+    pub(in crate::store) async fn fail_attempt(
+        &self,
+        job: &JobRef,
+        attempt: u32,
+        error: &PostError,
+        decision: FailureDecision,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let outcome = if error.is_transient() {
+            AttemptOutcome::Transient
+        } else {
+            AttemptOutcome::Permanent
+        };
+        finish_attempt(&mut tx, job, attempt, outcome, Some(error)).await?;
+        match decision {
+            FailureDecision::RetryAfterMs(delay_ms) => {
+                retry_later(&mut tx, &job.job_id, delay_ms).await?
+            }
+            FailureDecision::DeadLetter(class) => {
+                if let Some((EventStatus::Recorded, current)) =
+                    lock_event(&mut tx, job.event_id).await?
+                    && current == job.job_id
+                {
+                    abandon(
+                        &mut tx,
+                        job,
+                        class,
+                        error.code(),
+                        &error.to_string(),
+                        attempt,
+                    )
+                    .await?;
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(in crate::store) async fn retry_later(
+        &self,
+        job_id: &str,
+        delay_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        retry_later(&mut conn, job_id, delay_ms).await
+    }
+
+    pub(in crate::store) async fn dead_letter_unreadable_job(
+        &self,
+        job_id: &str,
+        detail: &str,
+    ) -> Result<Option<EventId>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let event: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM settlement_events WHERE job_id = $1 AND status = $2 FOR UPDATE",
+        )
+        .bind(job_id)
+        .bind(EventStatus::Recorded.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(event_id) = event.map(EventId::new) else {
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let job = JobRef {
+            job_id: job_id.to_owned(),
+            event_id,
+        };
+        let error = PostError::UndecodableJob(detail.to_owned());
+        abandon(
+            &mut tx,
+            &job,
+            ErrorClass::Permanent,
+            error.code(),
+            &error.to_string(),
+            0,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(event_id))
+    }
+
+    pub(in crate::store) async fn sweep(
+        &self,
+        grace_secs: u64,
+        batch_max: u32,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let stranded: Vec<i64> = sqlx::query_scalar(
+            "SELECT e.id FROM settlement_events e
+             LEFT JOIN apalis.jobs j ON j.id = e.job_id
+             WHERE e.status = $1
+               AND e.received_at < now() - $2 * interval '1 second'
+               AND (j.id IS NULL OR j.status IN ('Done', 'Killed')
+                    OR (j.status = 'Failed' AND j.attempts >= j.max_attempts))
+             ORDER BY e.id
+             LIMIT $3
+             FOR UPDATE OF e SKIP LOCKED",
+        )
+        .bind(EventStatus::Recorded.as_str())
+        .bind(i64::try_from(grace_secs).unwrap_or(i64::MAX))
+        .bind(i64::from(batch_max))
+        .fetch_all(&mut *tx)
+        .await?;
+        let count = enqueue_fresh_jobs(&mut tx, &stranded).await?;
+        tx.commit().await?;
+        Ok(count)
+    }
+}
+
+/// Points each event at a fresh job and inserts those jobs (their insert notifies workers).
+pub(super) async fn enqueue_fresh_jobs(
+    conn: &mut PgConnection,
+    event_ids: &[i64],
+) -> Result<u64, StoreError> {
+    if event_ids.is_empty() {
+        return Ok(0);
+    }
+    let done = sqlx::query(
+        "WITH moved AS (
+             UPDATE settlement_events SET job_id = apalis.generate_ulid()
+             WHERE id = ANY($1) RETURNING id, job_id
+         )
+         INSERT INTO apalis.jobs (id, job_type, job, status, attempts, max_attempts, run_at)
+         SELECT job_id, $2, convert_to(json_build_object('event_id', id)::text, 'UTF8'),
+                'Pending', 0, $3, now()
+         FROM moved",
+    )
+    .bind(event_ids)
+    .bind(POST_SETTLEMENT_QUEUE)
+    .bind(QUEUE_ATTEMPTS_MAX)
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// The one transition function of the event state machine.
+pub(super) async fn set_event_status(
+    conn: &mut PgConnection,
+    event_id: EventId,
+    from: EventStatus,
+    to: EventStatus,
+    posted_entry_id: Option<i64>,
+) -> Result<(), StoreError> {
+    if !from.can_become(to) {
+        return Err(StoreError::InvalidTransition {
+            from: from.as_str(),
+            to: to.as_str(),
+        });
+    }
+    let done = sqlx::query(
+        "UPDATE settlement_events
+         SET status = $3, status_changed_at = now(), posted_entry_id = coalesce($4, posted_entry_id)
+         WHERE id = $1 AND status = $2",
+    )
+    .bind(event_id.get())
+    .bind(from.as_str())
+    .bind(to.as_str())
+    .bind(posted_entry_id)
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidTransition {
+            from: from.as_str(),
+            to: to.as_str(),
+        })
+    }
+}
+
+/// Locks the event row; `None` when it does not exist.
+async fn lock_event(
+    conn: &mut PgConnection,
+    event_id: EventId,
+) -> Result<Option<(EventStatus, String)>, StoreError> {
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT status, job_id FROM settlement_events WHERE id = $1 FOR UPDATE")
+            .bind(event_id.get())
+            .fetch_optional(&mut *conn)
+            .await?;
+    row.map(|(status, job_id)| {
+        EventStatus::parse(&status)
+            .map(|status| (status, job_id))
+            .ok_or_else(|| StoreError::Corrupt(format!("event {event_id} has status {status:?}")))
+    })
+    .transpose()
+}
+
+/// Opens a dead letter and moves the event to `abandoned`, in the caller's transaction.
+async fn abandon(
+    conn: &mut PgConnection,
+    job: &JobRef,
+    class: ErrorClass,
+    code: &str,
+    error: &str,
+    attempts: u32,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO dead_letters (event_id, job_id, error_class, error_code, last_error, attempts)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(job.event_id.get())
+    .bind(&job.job_id)
+    .bind(class.as_str())
+    .bind(code)
+    .bind(error)
+    .bind(attempts as i32)
+    .execute(&mut *conn)
+    .await?;
+    set_event_status(
+        conn,
+        job.event_id,
+        EventStatus::Recorded,
+        EventStatus::Abandoned,
+        None,
+    )
+    .await
+}
+
+async fn finish_attempt(
+    conn: &mut PgConnection,
+    job: &JobRef,
+    attempt: u32,
+    outcome: AttemptOutcome,
+    error: Option<&PostError>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE job_attempts SET finished_at = now(), outcome = $3, error_code = $4, error = $5
+         WHERE job_id = $1 AND attempt = $2",
+    )
+    .bind(&job.job_id)
+    .bind(attempt as i32)
+    .bind(outcome.as_str())
+    .bind(error.map(PostError::code))
+    .bind(error.map(ToString::to_string))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// The last recorded failure of a job, for a dead letter opened because attempts ran out.
+async fn last_error(conn: &mut PgConnection, job_id: &str) -> Result<(String, String), StoreError> {
+    let row: Option<(Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT error_code, error FROM job_attempts WHERE job_id = $1 ORDER BY attempt DESC LIMIT 1",
+    )
+    .bind(job_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let (code, error) = row.unwrap_or_default();
+    Ok((
+        code.unwrap_or_else(|| "attempts_exhausted".into()),
+        error.unwrap_or_else(|| "every attempt was used".into()),
+    ))
+}
+
+async fn retry_later(
+    conn: &mut PgConnection,
+    job_id: &str,
+    delay_ms: u64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE apalis.jobs SET run_at = now() + $2 * interval '1 millisecond' WHERE id = $1",
+    )
+    .bind(job_id)
+    .bind(i64::try_from(delay_ms).unwrap_or(i64::MAX))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// `payout_failed` posts the reversal of its payout's `payout_paid` entry, line for line.
+/// Returns the reversed entry's id; replaces the draft's lines with the reversal's.
+async fn reverse_payout(
+    conn: &mut PgConnection,
+    source: &SourceName,
+    event: &SettlementEvent,
+    draft: &mut EntryDraft,
+) -> Result<i64, PostError> {
+    let payout_id = event
+        .payout_id()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    let paid_key = posting::source_key(source, Kind::PayoutPaid, &payout_id);
+    let paid: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM journal_entries WHERE source_key = $1")
+            .bind(&paid_key)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(StoreError::from)?;
+    let Some(paid_id) = paid else {
+        return Err(PostError::DependencyNotReady { payout_id });
+    };
+    let rows: Vec<(String, String, Decimal)> = sqlx::query_as(
+        "SELECT account, currency, amount FROM journal_lines WHERE entry_id = $1 ORDER BY line_no",
+    )
+    .bind(paid_id)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(StoreError::from)?;
+    let mut paid_lines = Vec::with_capacity(rows.len());
+    for (account, currency, amount) in rows {
+        let currency =
+            Currency::parse(&currency).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
+        paid_lines.push(Line {
+            account,
+            currency,
+            amount,
+        });
+    }
+    let reversal = posting::reversal_lines(&paid_lines);
+    let amounts = |lines: &[Line]| {
+        let mut amounts: Vec<(Currency, Decimal)> = lines
+            .iter()
+            .map(|l| (l.currency, l.amount.normalize()))
+            .collect();
+        amounts.sort();
+        amounts
+    };
+    if amounts(&reversal) != amounts(&draft.lines) {
+        return Err(PostError::ReversalMismatch {
+            payout_id,
+            detail: format!(
+                "the failure is for {} {}",
+                event.currency(),
+                draft_amount(draft)
+            ),
+        });
+    }
+    draft.lines = reversal;
+    Ok(paid_id)
+}
+
+fn draft_amount(draft: &EntryDraft) -> Decimal {
+    draft
+        .lines
+        .iter()
+        .map(|l| l.amount)
+        .filter(|a| a.is_sign_positive())
+        .sum()
+}
+
+/// Inserts the entry and its lines; `None` when the source key already exists.
+async fn insert_entry(
+    conn: &mut PgConnection,
+    job: &JobRef,
+    source: &SourceName,
+    event: &SettlementEvent,
+    draft: &EntryDraft,
+    fingerprint: &str,
+    reverses: Option<i64>,
+) -> Result<Option<i64>, PostError> {
+    let inserted: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, payout_id, reference,
+                                      request_fingerprint, effective_date, description, reverses_entry_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+         ON CONFLICT (source_key) DO NOTHING
+         RETURNING id",
+    )
+    .bind(&draft.source_key)
+    .bind(job.event_id.get())
+    .bind(source.as_str())
+    .bind(event.kind().as_str())
+    .bind(event.movement_id().as_str())
+    .bind(event.payout_id().map(|p| p.as_str()))
+    .bind(event.reference().map(|r| r.as_str()))
+    .bind(fingerprint)
+    .bind(draft.effective_date)
+    .bind(&draft.description)
+    .bind(reverses)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(|error| reversal_conflict(error, event))?;
+    let Some(entry_id) = inserted else {
+        return Ok(None);
+    };
+    let line_nos: Vec<i32> = (1..=draft.lines.len() as i32).collect();
+    let accounts: Vec<&str> = draft.lines.iter().map(|l| l.account.as_str()).collect();
+    let currencies: Vec<&str> = draft.lines.iter().map(|l| l.currency.code()).collect();
+    let amounts: Vec<Decimal> = draft.lines.iter().map(|l| l.amount).collect();
+    sqlx::query(
+        "INSERT INTO journal_lines (entry_id, line_no, account, currency, amount)
+         SELECT $1, * FROM unnest($2::int[], $3::text[], $4::text[], $5::numeric[])",
+    )
+    .bind(entry_id)
+    .bind(&line_nos)
+    .bind(&accounts)
+    .bind(&currencies)
+    .bind(&amounts)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::from)?;
+    Ok(Some(entry_id))
+}
+
+/// A second reversal of the same payout entry violates `journal_entries_reversed_once`.
+fn reversal_conflict(error: sqlx::Error, event: &SettlementEvent) -> PostError {
+    if let sqlx::Error::Database(db) = &error
+        && db.constraint() == Some("journal_entries_reversed_once")
+    {
+        return PostError::ReversalMismatch {
+            payout_id: event.payout_id().map(|p| p.to_string()).unwrap_or_default(),
+            detail: "that payout's entry is already reversed".into(),
+        };
+    }
+    PostError::Store(error.into())
+}

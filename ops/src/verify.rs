@@ -1,0 +1,37 @@
+//! `settle verify`: every invariant of DESIGN §9 on the configured store.
+
+use anyhow::bail;
+use jobs::Store;
+
+pub async fn run(store: &Store, json: bool) -> anyhow::Result<()> {
+    let checks = store.verify().await?;
+    store.close().await;
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.violations > 0)
+        .map(|c| c.name)
+        .collect();
+    if json {
+        let report = serde_json::json!({"ok": failed.is_empty(), "checks": checks});
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{:<36} {:>10}  ASSERTS", "CHECK", "VIOLATIONS");
+        for check in &checks {
+            println!(
+                "{:<36} {:>10}  {}",
+                check.name, check.violations, check.description
+            );
+            for sample in &check.samples {
+                println!("{:<36} {:>10}  - {sample}", "", "");
+            }
+        }
+        println!();
+        if failed.is_empty() {
+            println!("all {} invariants hold", checks.len());
+        }
+    }
+    if !failed.is_empty() {
+        bail!("invariants violated: {}", failed.join(", "));
+    }
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! The real `settle` binary as separate processes, for fleet and chaos tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::OnceLock;
+
+use tokio::process::{Child, Command};
+
+/// Builds (once per test process) and returns the `settle` binary of this build profile.
+pub fn settle_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable");
+        // target/<profile>/deps/<test binary>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("profile dir")
+            .to_owned();
+        let target_dir = profile_dir.parent().expect("target dir").to_owned();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = std::process::Command::new(cargo);
+        build
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "ops",
+                "--bin",
+                "settle",
+                "--target-dir",
+            ])
+            .arg(&target_dir);
+        if profile_dir
+            .file_name()
+            .is_some_and(|name| name == "release")
+        {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo build");
+        assert!(status.success(), "cargo build of settle failed");
+        profile_dir.join("settle")
+    })
+}
+
+/// A scratch directory for a fleet's config and logs, removed when dropped.
+#[derive(Debug)]
+pub struct Scratch {
+    pub dir: PathBuf,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        let dir = std::env::temp_dir().join(format!("settle-test-{:016x}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch { dir }
+    }
+
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        std::fs::write(&path, contents).expect("write scratch file");
+        path
+    }
+
+    /// Everything the processes logged, for failure messages and log checks.
+    pub fn logs(&self) -> String {
+        let mut all = String::new();
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for entry in entries.flatten() {
+                if entry.path().extension().is_some_and(|ext| ext == "log") {
+                    all.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+                }
+            }
+        }
+        all
+    }
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Starts `settle <args>` with `config`, the database URL and extra environment; its stderr
+/// goes to `<scratch>/<log_name>.log`. Killed when dropped.
+pub fn spawn_settle(
+    scratch: &Scratch,
+    log_name: &str,
+    config: &Path,
+    database_url: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(scratch.dir.join(format!("{log_name}.log")))
+        .expect("log file");
+    let mut command = Command::new(settle_binary());
+    command
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .env("RUST_LOG", "info,sqlx::postgres::notice=warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.spawn().expect("start settle")
+}
+
+/// Runs `settle <args>` to completion; returns (exit success, stdout).
+pub async fn run_settle(config: &Path, database_url: &str, args: &[&str]) -> (bool, String) {
+    let output = Command::new(settle_binary())
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .output()
+        .await
+        .expect("run settle");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}

@@ -1,0 +1,224 @@
+//! The worker role: an apalis worker over the store's queue, supervised (a failed worker is
+//! restarted with backoff, never in a tight loop), beside the sweep; drained on shutdown.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apalis::prelude::WorkerBuilderExt;
+use apalis_core::backend::ext::poll_strategy::PollWith;
+use apalis_core::error::BoxDynError;
+use apalis_core::task::data::Data;
+use apalis_core::task::task_id::TaskId;
+use apalis_core::worker::builder::WorkerBuilder;
+use apalis_core::worker::context::WorkerContext;
+use apalis_postgres::{PostgresStorage, Pubsub};
+use jobs::job::{JobPayload, POST_SETTLEMENT_QUEUE};
+use jobs::store::QueuePool;
+use jobs::{PostingRules, Store, StoreError};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::chaos::Chaos;
+use crate::runner::Runner;
+use crate::settings::WorkerSettings;
+use crate::wake::NotifyOrTick;
+
+/// A worker that ran at least this long before failing starts its restart backoff afresh.
+const HEALTHY_RUN: Duration = Duration::from_secs(60);
+const RESTART_BACKOFF_FIRST: Duration = Duration::from_millis(500);
+/// How long the start-up check waits for its own NOTIFY.
+const SESSION_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why the worker role could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkersError {
+    #[error("invalid worker settings: {0}")]
+    Settings(String),
+    #[error(
+        "workers need a session-mode database connection (LISTEN/NOTIFY and advisory locks): {0}. \
+         If DATABASE_URL goes through a transaction pooler, set WORKER_DATABASE_URL to a direct \
+         or session-mode URL"
+    )]
+    SessionRequired(StoreError),
+}
+
+/// The worker role of one process.
+#[derive(Debug)]
+pub struct Workers {
+    store: Store,
+    settings: WorkerSettings,
+    runner: Arc<Runner>,
+}
+
+impl Workers {
+    pub fn new(
+        store: Store,
+        rules: PostingRules,
+        settings: WorkerSettings,
+    ) -> Result<Self, WorkersError> {
+        settings.validate().map_err(WorkersError::Settings)?;
+        let runner = Arc::new(Runner::new(
+            store.clone(),
+            rules,
+            &settings,
+            Chaos::from_env(),
+        ));
+        Ok(Self {
+            store,
+            settings,
+            runner,
+        })
+    }
+
+    /// Checks the connection supports what workers need, then works until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkersError> {
+        self.store
+            .check_session_mode(SESSION_PROBE_TIMEOUT)
+            .await
+            .map_err(WorkersError::SessionRequired)?;
+        let sweep = tokio::spawn(sweep_loop(
+            self.store.clone(),
+            self.settings.clone(),
+            shutdown.clone(),
+        ));
+        self.supervise(&shutdown).await;
+        if let Err(error) = sweep.await {
+            error!(%error, "sweep task failed");
+        }
+        info!("workers stopped");
+        Ok(())
+    }
+
+    async fn supervise(&self, shutdown: &CancellationToken) {
+        let mut failures: u32 = 0;
+        while !shutdown.is_cancelled() {
+            let name = worker_name();
+            let started = Instant::now();
+            info!(worker = %name, concurrency = self.settings.concurrency, "worker starting");
+            match self.run_worker(&name, shutdown).await {
+                Ok(()) if shutdown.is_cancelled() => break,
+                Ok(()) => warn!(worker = %name, "worker stopped by itself; restarting"),
+                Err(error) => error!(worker = %name, %error, "worker failed; restarting"),
+            }
+            failures = if started.elapsed() >= HEALTHY_RUN {
+                1
+            } else {
+                failures + 1
+            };
+            let pause = restart_pause(
+                failures,
+                Duration::from_millis(self.settings.restart_backoff_max_ms),
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = shutdown.cancelled() => break,
+            }
+        }
+    }
+
+    async fn run_worker(
+        &self,
+        name: &str,
+        shutdown: &CancellationToken,
+    ) -> Result<(), BoxDynError> {
+        let QueuePool::Postgres(pool) = self.store.queue_pool();
+        let config = apalis_postgres::Config::default()
+            .queue(POST_SETTLEMENT_QUEUE)
+            .batch_size(self.settings.batch_size)
+            .heartbeat_interval(Duration::from_millis(self.settings.heartbeat_interval_ms))
+            .missed_heartbeats(self.settings.missed_heartbeats);
+        let storage = PostgresStorage::<JobPayload>::new(&pool).with_config(config);
+        let wake = NotifyOrTick::new(
+            Pubsub::new(pool.clone(), POST_SETTLEMENT_QUEUE.to_owned()),
+            Duration::from_millis(self.settings.poll_interval_ms),
+        );
+        let worker = WorkerBuilder::new(name)
+            .backend(PollWith::new(storage, wake))
+            .concurrency(self.settings.concurrency)
+            .data(self.runner.clone())
+            .build(handle);
+        let stop = shutdown.clone();
+        let run = worker.run_until(async move {
+            stop.cancelled().await;
+            Ok::<(), std::io::Error>(())
+        });
+        let drain = Duration::from_secs(self.settings.drain_timeout_secs);
+        tokio::select! {
+            result = run => result.map_err(Into::into),
+            _ = async { shutdown.cancelled().await; tokio::time::sleep(drain).await } => {
+                warn!(worker = %name, "drain timed out; unfinished jobs will be rescued");
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn handle(
+    payload: JobPayload,
+    task_id: TaskId,
+    worker: WorkerContext,
+    runner: Data<Arc<Runner>>,
+) -> Result<(), BoxDynError> {
+    runner
+        .run(payload, task_id.to_string(), worker.name())
+        .await
+}
+
+/// Unique per process start: a restarted process must never reuse a name the queue still
+/// holds jobs under.
+fn worker_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "host".into());
+    format!(
+        "settle-{host}-{}-{}",
+        std::process::id(),
+        ulid::Ulid::generate()
+    )
+}
+
+fn restart_pause(failures: u32, max: Duration) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    RESTART_BACKOFF_FIRST
+        .saturating_mul(1 << doublings)
+        .min(max)
+}
+
+/// Re-enqueues recorded events left without a live job: a backstop, idempotent, safe to run
+/// from every process.
+async fn sweep_loop(store: Store, settings: WorkerSettings, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(settings.sweep_interval_secs));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        match store
+            .sweep(settings.sweep_grace_secs, settings.sweep_batch_max)
+            .await
+        {
+            Ok(0) => {}
+            Ok(count) => warn!(count, "sweep re-enqueued stranded events"),
+            Err(error) => warn!(%error, "sweep failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_and_are_capped() {
+        let max = Duration::from_secs(30);
+        assert_eq!(restart_pause(1, max), Duration::from_millis(500));
+        assert_eq!(restart_pause(2, max), Duration::from_secs(1));
+        assert_eq!(restart_pause(5, max), Duration::from_secs(8));
+        assert_eq!(restart_pause(50, max), max);
+    }
+
+    #[test]
+    fn worker_names_differ_per_start() {
+        assert_ne!(worker_name(), worker_name());
+    }
+}

@@ -1,0 +1,195 @@
+//! What a worker does with one `PostSettlement` job: start an attempt (committed before any
+//! work), post, and on failure let the retry policy decide between a scheduled retry and the
+//! dead letter. apalis only ever learns "done", "try again when due" or "killed".
+
+use std::time::Duration;
+
+use apalis_core::error::{AbortError, BoxDynError};
+use jobs::job::{AttemptStart, FailureDecision, JobPayload, JobRef, Posted};
+use jobs::{PostError, PostingRules, Store, StoreError};
+use tracing::{debug, error, info, warn};
+
+use crate::chaos::Chaos;
+use crate::retry::RetryPolicy;
+use crate::settings::WorkerSettings;
+
+/// After a store failure outside an attempt, pause before giving the job back, so a flapping
+/// database is not hammered by immediate refetches.
+const STORE_FAILURE_PAUSE: Duration = Duration::from_millis(500);
+
+#[derive(Debug)]
+pub(crate) struct Runner {
+    store: Store,
+    rules: PostingRules,
+    policy: RetryPolicy,
+    lock_timeout_ms: u64,
+    chaos: Chaos,
+}
+
+/// How one run of a job ends, as apalis will be told.
+#[derive(Debug)]
+enum Finish {
+    /// Posted, or nothing left to do: apalis marks the job done.
+    Done,
+    /// Dead-lettered or stray: apalis marks the job killed; nothing runs it again by itself.
+    Kill(&'static str),
+    /// Not finished: apalis keeps the job and fetches it again once its `run_at` is due.
+    HandBack(Handback),
+}
+
+/// Why a job was handed back to apalis unfinished.
+#[derive(Debug, thiserror::Error)]
+enum Handback {
+    #[error("retry scheduled: {0}")]
+    Retry(PostError),
+    #[error("rescued after its worker died; backing off for {0} ms")]
+    Rescued(u64),
+    #[error("store unavailable: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl From<StoreError> for Finish {
+    fn from(error: StoreError) -> Self {
+        Finish::HandBack(Handback::Store(error))
+    }
+}
+
+impl Runner {
+    pub(crate) fn new(
+        store: Store,
+        rules: PostingRules,
+        settings: &WorkerSettings,
+        chaos: Chaos,
+    ) -> Self {
+        Self {
+            store,
+            rules,
+            policy: RetryPolicy {
+                attempts_max: settings.attempts_max,
+                base_ms: settings.backoff_base_ms,
+                max_ms: settings.backoff_max_ms,
+            },
+            lock_timeout_ms: settings.lock_timeout_ms,
+            chaos,
+        }
+    }
+
+    /// Runs one job and tells apalis how it ended: `Ok` = done, `AbortError` = killed for good,
+    /// any other error = fetch it again once due.
+    pub(crate) async fn run(
+        &self,
+        payload: JobPayload,
+        job_id: String,
+        worker: &str,
+    ) -> Result<(), BoxDynError> {
+        let finish = match payload {
+            JobPayload::Post(post) => {
+                let job = JobRef {
+                    job_id,
+                    event_id: post.event_id,
+                };
+                self.attempt(&job, worker).await
+            }
+            JobPayload::Unreadable(value) => self.unreadable(&job_id, &value).await,
+        };
+        match finish {
+            Finish::Done => Ok(()),
+            Finish::Kill(reason) => Err(AbortError::new(reason).into()),
+            Finish::HandBack(Handback::Store(error)) => {
+                warn!(%error, "store failed; the job will be fetched again");
+                tokio::time::sleep(STORE_FAILURE_PAUSE).await;
+                Err(Handback::Store(error).into())
+            }
+            Finish::HandBack(handback) => Err(handback.into()),
+        }
+    }
+
+    async fn attempt(&self, job: &JobRef, worker: &str) -> Finish {
+        let start = match self
+            .store
+            .start_attempt(job, worker, self.policy.attempts_max)
+            .await
+        {
+            Ok(start) => start,
+            Err(error) => return error.into(),
+        };
+        let attempt = match start {
+            AttemptStart::Run { attempt } => attempt,
+            AttemptStart::NothingToDo => {
+                debug!(job_id = %job.job_id, event_id = %job.event_id, "event already settled");
+                return Finish::Done;
+            }
+            AttemptStart::Stray => {
+                error!(job_id = %job.job_id, event_id = %job.event_id, "job names no event; killed");
+                return Finish::Kill("job names no event");
+            }
+            AttemptStart::Exhausted => {
+                warn!(job_id = %job.job_id, event_id = %job.event_id, "attempts exhausted; dead-lettered");
+                return Finish::Kill("attempts exhausted");
+            }
+            AttemptStart::Rescued { attempts } => {
+                let delay_ms = self.policy.delay_ms(attempts);
+                warn!(job_id = %job.job_id, event_id = %job.event_id, attempts, delay_ms, "rescued after a worker died");
+                if let Err(error) = self.store.retry_later(&job.job_id, delay_ms).await {
+                    return error.into();
+                }
+                return Finish::HandBack(Handback::Rescued(delay_ms));
+            }
+        };
+        self.chaos.before_posting(&self.store, job.event_id).await;
+        let error = match self
+            .store
+            .post(job, attempt, &self.rules, self.lock_timeout_ms)
+            .await
+        {
+            Ok(posted) => {
+                let outcome = match posted {
+                    Posted::New { .. } => "posted",
+                    Posted::Replayed { .. } => "replayed",
+                    Posted::AlreadySettled => "already_settled",
+                };
+                info!(job_id = %job.job_id, event_id = %job.event_id, attempt, outcome, "job done");
+                return Finish::Done;
+            }
+            Err(error) => error,
+        };
+        let decision = self.policy.decide(attempt, &error);
+        if let Err(store_error) = self
+            .store
+            .fail_attempt(job, attempt, &error, decision)
+            .await
+        {
+            // The attempt stays open; the next run records it as died and backs off.
+            return store_error.into();
+        }
+        match decision {
+            FailureDecision::RetryAfterMs(delay_ms) => {
+                info!(job_id = %job.job_id, event_id = %job.event_id, attempt, delay_ms, code = error.code(), "attempt failed; retry scheduled");
+                Finish::HandBack(Handback::Retry(error))
+            }
+            FailureDecision::DeadLetter(class) => {
+                warn!(job_id = %job.job_id, event_id = %job.event_id, attempt, class = class.as_str(), code = error.code(), "dead-lettered");
+                Finish::Kill("dead-lettered")
+            }
+        }
+    }
+
+    /// A payload that is JSON but not a `PostSettlement`: dead-letter its event, or kill a stray.
+    async fn unreadable(&self, job_id: &str, value: &serde_json::Value) -> Finish {
+        let detail: String = value.to_string().chars().take(200).collect();
+        match self.store.dead_letter_unreadable_job(job_id, &detail).await {
+            Ok(Some(event_id)) => {
+                warn!(job_id, %event_id, "unreadable job payload; event dead-lettered");
+                Finish::Kill("unreadable payload")
+            }
+            Ok(None) => {
+                error!(
+                    job_id,
+                    "unreadable job payload of no recorded event; killed"
+                );
+                Finish::Kill("unreadable payload")
+            }
+            Err(error) => error.into(),
+        }
+    }
+}
