@@ -135,3 +135,85 @@ pub async fn run_settle(config: &Path, database_url: &str, args: &[&str]) -> (bo
         String::from_utf8_lossy(&output.stdout).into_owned(),
     )
 }
+
+/// A PgBouncer in transaction mode in front of the suite's PostgreSQL, on its own port, for as
+/// long as it lives. PgBouncer refuses to run as root, so it runs as `postgres` when we are root.
+#[derive(Debug)]
+pub struct TransactionPooler {
+    pub port: u16,
+    child: Child,
+    _scratch: Scratch,
+}
+
+impl TransactionPooler {
+    pub async fn start() -> TransactionPooler {
+        let scratch = Scratch::new();
+        let port = free_port();
+        let ini = scratch.write(
+            "pgbouncer.ini",
+            &format!(
+                "[databases]\n* = host=127.0.0.1 port=5432\n\
+                 [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nauth_type = trust\n\
+                 auth_file = {users}\npool_mode = transaction\nunix_socket_dir =\n\
+                 ignore_startup_parameters = extra_float_digits,application_name\n",
+                users = scratch.dir.join("users.txt").display(),
+            ),
+        );
+        scratch.write("users.txt", "\"postgres\" \"\"\n");
+        let as_root = std::env::var("USER").map(|u| u == "root").unwrap_or(true);
+        let mut command = if as_root {
+            let _ = std::process::Command::new("chmod")
+                .arg("-R")
+                .arg("a+rwX")
+                .arg(&scratch.dir)
+                .status();
+            let mut command = Command::new("runuser");
+            command
+                .args(["-u", "postgres", "--", "pgbouncer"])
+                .arg(&ini);
+            command
+        } else {
+            let mut command = Command::new("pgbouncer");
+            command.arg(&ini);
+            command
+        };
+        let child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start pgbouncer (is it installed? .ci/run installs it)");
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return TransactionPooler {
+                    port,
+                    child,
+                    _scratch: scratch,
+                };
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("pgbouncer did not start on port {port}");
+    }
+
+    /// `url` (a database on the suite's server) rewritten to go through the pooler.
+    pub fn url_for(&self, url: &str) -> String {
+        url.replacen("127.0.0.1:5432", &format!("127.0.0.1:{}", self.port), 1)
+    }
+}
+
+impl Drop for TransactionPooler {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free port")
+}

@@ -268,3 +268,64 @@ fn tail(logs: &str) -> String {
     let lines: Vec<&str> = logs.lines().collect();
     lines[lines.len().saturating_sub(40)..].join("\n")
 }
+
+#[tokio::test]
+async fn a_worker_behind_a_transaction_pooler_refuses_to_start_with_a_clear_message() {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::default()
+    })
+    .await;
+    let pooler = tests::process::TransactionPooler::start().await;
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "settle.toml",
+        &config_toml(&app.db.url, &AppOptions::default()),
+    );
+    let pooled = pooler.url_for(&app.db.url);
+    let mut worker = spawn_settle(
+        &scratch,
+        "worker",
+        &config,
+        &pooled,
+        &["worker"],
+        &[("SETTLE_MIGRATE_ON_START", "false")],
+    );
+    let status = tokio::time::timeout(Duration::from_secs(30), worker.wait())
+        .await
+        .expect("the worker exits at start")
+        .expect("status");
+    assert!(
+        !status.success(),
+        "a worker must not run on a transaction pooler"
+    );
+    let logs = scratch.logs();
+    assert!(
+        logs.contains("workers need a session-mode database connection"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("WORKER_DATABASE_URL"),
+        "the message says what to do"
+    );
+
+    // With WORKER_DATABASE_URL pointing at a session connection, the same worker runs.
+    let mut worker = spawn_settle(
+        &scratch,
+        "worker-direct",
+        &config,
+        &pooled,
+        &["worker"],
+        &[
+            ("SETTLE_MIGRATE_ON_START", "false"),
+            ("WORKER_DATABASE_URL", &app.db.url),
+        ],
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        worker.try_wait().expect("poll").is_none(),
+        "runs with a session connection:\n{}",
+        tail(&scratch.logs())
+    );
+    worker.start_kill().expect("kill");
+}
