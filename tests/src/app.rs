@@ -76,6 +76,16 @@ pub async fn spawn_app_with(extra: &str) -> TestApp {
     .await
 }
 
+/// The ingress alone (no workers): what is recorded stays as recorded.
+pub async fn spawn_ingress_with(extra: &str) -> TestApp {
+    spawn(AppOptions {
+        role: Role::Ingress,
+        extra: extra.to_owned(),
+        ..AppOptions::default()
+    })
+    .await
+}
+
 /// The test configuration for a database, as TOML.
 pub fn config_toml(url: &str, options: &AppOptions) -> String {
     format!(

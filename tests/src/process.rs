@@ -155,8 +155,10 @@ impl TransactionPooler {
                 "[databases]\n* = host=127.0.0.1 port=5432\n\
                  [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nauth_type = trust\n\
                  auth_file = {users}\npool_mode = transaction\nunix_socket_dir =\n\
-                 ignore_startup_parameters = extra_float_digits,application_name\n",
+                 ignore_startup_parameters = extra_float_digits,application_name\n\
+                 pidfile = {pidfile}\n",
                 users = scratch.dir.join("users.txt").display(),
+                pidfile = scratch.dir.join("pgbouncer.pid").display(),
             ),
         );
         scratch.write("users.txt", "\"postgres\" \"\"\n");
@@ -207,6 +209,10 @@ impl TransactionPooler {
 
 impl Drop for TransactionPooler {
     fn drop(&mut self) {
+        // runuser forks: stop PgBouncer itself by its pid file, then the wrapper.
+        if let Ok(pid) = std::fs::read_to_string(self._scratch.dir.join("pgbouncer.pid")) {
+            let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+        }
         let _ = self.child.start_kill();
     }
 }

@@ -107,7 +107,7 @@ impl Runner {
     async fn attempt(&self, job: &JobRef, worker: &str) -> Finish {
         let start = match self
             .store
-            .start_attempt(job, worker, self.policy.attempts_max)
+            .start_attempt(job, worker, self.policy.attempts_max, self.lock_timeout_ms)
             .await
         {
             Ok(start) => start,

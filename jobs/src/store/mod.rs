@@ -142,9 +142,14 @@ impl Store {
         job: &JobRef,
         worker: &str,
         attempts_max: u32,
+        lock_timeout_ms: u64,
     ) -> Result<AttemptStart, StoreError> {
         match &self.backend {
-            Backend::Postgres(store) => store.start_attempt(job, worker, attempts_max).await,
+            Backend::Postgres(store) => {
+                store
+                    .start_attempt(job, worker, attempts_max, lock_timeout_ms)
+                    .await
+            }
         }
     }
 

@@ -329,3 +329,46 @@ async fn a_worker_behind_a_transaction_pooler_refuses_to_start_with_a_clear_mess
     );
     worker.start_kill().expect("kill");
 }
+
+#[tokio::test]
+async fn a_worker_rides_out_a_database_outage_without_a_tight_restart_loop() {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::default()
+    })
+    .await;
+    record_charges(&app, "before_", 20).await;
+    let scratch = Scratch::new();
+    let mut fleet = Fleet::new(&scratch, &app, FAST_WORKERS, vec![]);
+    fleet.start(1);
+    app.wait_settled(60).await;
+    let pid = fleet.members[0].id();
+
+    app.db.set_reachable(false).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    app.db.set_reachable(true).await;
+
+    record_charges(&app, "after_", 20).await;
+    app.wait_settled(60).await;
+    assert_eq!(
+        fleet.members[0].id(),
+        pid,
+        "the same process, never restarted from outside"
+    );
+    assert!(
+        fleet.members[0].try_wait().expect("poll").is_none(),
+        "still running"
+    );
+    let restarts = scratch.logs().matches("restarting").count();
+    assert!(
+        (1..=8).contains(&restarts),
+        "the worker restarted with backoff during a 6 s outage ({restarts} restarts):\n{}",
+        tail(&scratch.logs())
+    );
+    let posted: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM settlement_events WHERE status = 'posted'")
+            .fetch_one(&app.pool)
+            .await
+            .expect("posted");
+    assert_eq!(posted, 40);
+}

@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tests::TestApp;
 use tests::app::{
     STANDARD_SECRET, STANDARD_SECRET_OLD, STANDARD_SECRET_UNKNOWN, canonical, charge,
-    spawn_app_with,
+    spawn_ingress_with,
 };
 use tests::sign::{now, standard_headers, standard_signature};
-use tests::{TestApp, spawn_app};
 
 async fn json_of(response: reqwest::Response) -> (u16, Value) {
     let status = response.status().as_u16();
@@ -34,7 +34,7 @@ async fn assert_nothing_written(app: &TestApp) {
 
 #[tokio::test]
 async fn a_new_delivery_records_one_event_and_one_job() {
-    let app = spawn_app().await;
+    let app = spawn_ingress_with("").await;
     let (status, body) = json_of(
         app.post_standard("msg_1", &charge("ch_1", "100.00", "3.20", "96.80"))
             .await,
@@ -78,7 +78,7 @@ async fn a_new_delivery_records_one_event_and_one_job() {
 
 #[tokio::test]
 async fn a_reformatted_redelivery_is_a_duplicate_and_writes_nothing() {
-    let app = spawn_app().await;
+    let app = spawn_ingress_with("").await;
     let first = charge("ch_1", "100.00", "3.20", "96.80");
     let (_, body) = json_of(app.post_standard("msg_1", &first).await).await;
     let event_id = body["event_id"].clone();
@@ -99,7 +99,7 @@ async fn a_reformatted_redelivery_is_a_duplicate_and_writes_nothing() {
 
 #[tokio::test]
 async fn a_changed_amount_under_the_same_key_is_a_conflict_kept_once() {
-    let app = spawn_app().await;
+    let app = spawn_ingress_with("").await;
     let (_, body) = json_of(
         app.post_standard("msg_1", &charge("ch_1", "100.00", "3.20", "96.80"))
             .await,
@@ -129,7 +129,7 @@ async fn a_changed_amount_under_the_same_key_is_a_conflict_kept_once() {
 
 #[tokio::test]
 async fn every_rejection_has_its_status_and_writes_nothing() {
-    let app = spawn_app_with("body_bytes_max = 4096").await;
+    let app = spawn_ingress_with("body_bytes_max = 4096").await;
     let body = charge("ch_1", "100.00", "3.20", "96.80");
     let signed = |secret: &str, ts: i64, bytes: &[u8]| standard_headers(secret, "msg_1", ts, bytes);
     let with_signature = |signature: &str| {
@@ -274,7 +274,7 @@ async fn every_rejection_has_its_status_and_writes_nothing() {
 
 #[tokio::test]
 async fn both_rotated_secrets_and_svix_headers_are_accepted() {
-    let app = spawn_app().await;
+    let app = spawn_ingress_with("").await;
     for (id, secret) in [
         ("msg_new", STANDARD_SECRET),
         ("msg_old", STANDARD_SECRET_OLD),
@@ -301,7 +301,7 @@ async fn both_rotated_secrets_and_svix_headers_are_accepted() {
 
 #[tokio::test]
 async fn other_types_are_ignored_and_invalid_facts_are_recorded_for_a_person() {
-    let app = spawn_app().await;
+    let app = spawn_ingress_with("").await;
     let ignored = json!({"type": "invoice.paid", "data": {"id": "in_1"}}).to_string();
     let (status, json) = json_of(app.post_standard("msg_ignored", &ignored).await).await;
     assert_eq!((status, json["status"].as_str()), (200, Some("ignored")));
@@ -380,7 +380,7 @@ async fn other_types_are_ignored_and_invalid_facts_are_recorded_for_a_person() {
 
 #[tokio::test]
 async fn fifty_concurrent_identical_deliveries_record_once() {
-    let app = spawn_app().await;
+    let app = spawn_ingress_with("").await;
     let body = charge("ch_1", "100.00", "3.20", "96.80");
     let responses =
         futures::future::join_all((0..50).map(|_| app.post_standard("msg_race", &body))).await;
@@ -405,7 +405,7 @@ async fn fifty_concurrent_identical_deliveries_record_once() {
 
 #[tokio::test]
 async fn fifty_concurrent_different_deliveries_under_one_key_conflict_without_errors() {
-    let app = spawn_app().await;
+    let app = spawn_ingress_with("").await;
     let bodies: Vec<String> = (0..50)
         .map(|i| {
             charge(
@@ -434,7 +434,7 @@ async fn fifty_concurrent_different_deliveries_under_one_key_conflict_without_er
 
 #[tokio::test]
 async fn a_failed_commit_answers_503_and_leaves_no_event() {
-    let app = spawn_app().await;
+    let app = spawn_ingress_with("").await;
     // A deferred constraint trigger runs at COMMIT, after the insert itself succeeded.
     sqlx::raw_sql(
         "CREATE FUNCTION refuse_commit() RETURNS trigger AS $$
@@ -480,7 +480,7 @@ async fn a_failed_commit_answers_503_and_leaves_no_event() {
 
 #[tokio::test]
 async fn a_connection_killed_mid_request_answers_503_and_leaves_no_event() {
-    let app = spawn_app().await;
+    let app = spawn_ingress_with("").await;
     // Hold the key in an open transaction so the ingress' insert waits on it, then kill the
     // ingress' backend while it waits.
     let mut blocker = app.pool.begin().await.expect("begin");
@@ -525,7 +525,7 @@ async fn a_connection_killed_mid_request_answers_503_and_leaves_no_event() {
 
 #[tokio::test]
 async fn an_unreachable_database_answers_503_and_readyz_says_so() {
-    let app = spawn_app_with("[database]\nacquire_timeout_ms = 500").await;
+    let app = spawn_ingress_with("[database]\nacquire_timeout_ms = 500").await;
     let ready = app
         .http
         .get(app.url("/readyz"))

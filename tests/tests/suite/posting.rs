@@ -74,8 +74,8 @@ async fn running_a_job_twice_or_from_two_workers_at_once_writes_one_entry() {
     // Two workers start the same job at the same time: the event lock orders them; the second
     // sees the first's open attempt as a worker that died, and backs off.
     let (a, b) = tokio::join!(
-        app.store.start_attempt(&job, "worker-a", 8),
-        app.store.start_attempt(&job, "worker-b", 8)
+        app.store.start_attempt(&job, "worker-a", 8, 5_000),
+        app.store.start_attempt(&job, "worker-b", 8, 5_000)
     );
     let mut starts = [a.expect("start a"), b.expect("start b")];
     starts.sort_by_key(|s| matches!(s, AttemptStart::Rescued { .. }));
@@ -100,7 +100,7 @@ async fn running_a_job_twice_or_from_two_workers_at_once_writes_one_entry() {
     // And once more, after it is posted: nothing to do, nothing written.
     assert_eq!(
         app.store
-            .start_attempt(&job, "worker-c", 8)
+            .start_attempt(&job, "worker-c", 8, 5_000)
             .await
             .expect("start"),
         AttemptStart::NothingToDo
@@ -460,4 +460,58 @@ async fn verify_reports_a_broken_invariant() {
         failed.iter().any(|f| f.starts_with("journal_immutable")),
         "{failed:?}"
     );
+}
+
+#[tokio::test]
+async fn a_lock_timeout_is_transient_and_the_job_posts_once_the_lock_is_gone() {
+    let workers = format!("{FAST_WORKERS}\nlock_timeout_ms = 200\nattempts_max = 50");
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        workers: workers.clone(),
+        ..AppOptions::default()
+    })
+    .await;
+    record(&app, "msg_1", &charge("ch_1", "100.00", "3.20", "96.80")).await;
+    let other = record(&app, "msg_invalid", &charge("ch_2", "1.00", "0.10", "0.50")).await;
+    // A long transaction elsewhere is writing an entry under the same source key, so the
+    // posting transaction's insert has to wait for it.
+    let elsewhere = app.db.pool().await;
+    let mut holder = elsewhere.begin().await.expect("begin");
+    sqlx::query(
+        "INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, request_fingerprint,
+                                      effective_date, description)
+         VALUES ('std/charge_settled/ch_1', $1, 'std', 'charge_settled', 'ch_1', repeat('0', 64), current_date, 'held')",
+    )
+    .bind(other)
+    .execute(&mut *holder)
+    .await
+    .expect("hold the source key");
+    let db = app.stop().await;
+    let app = start(
+        db,
+        AppOptions {
+            workers,
+            ..AppOptions::default()
+        },
+    )
+    .await;
+    app.wait_for(
+        "an attempt to time out on the lock",
+        30,
+        "SELECT EXISTS (SELECT 1 FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id
+                        WHERE e.external_id = 'msg_1' AND a.outcome = 'transient'
+                          AND a.error_code = 'database_unavailable')",
+    )
+    .await;
+    assert_eq!(
+        app.event_state("msg_1").await.0,
+        "recorded",
+        "retrying, not dead-lettered"
+    );
+    holder.rollback().await.expect("release");
+    app.wait_settled(30).await;
+    assert_eq!(app.event_state("msg_1").await, ("posted".into(), None));
+    assert_eq!(app.event_state("msg_invalid").await.0, "abandoned");
+    assert_eq!(app.count("journal_entries").await, 1);
+    assert!(app.failed_invariants().await.is_empty());
 }

@@ -26,8 +26,10 @@ impl PgStore {
         job: &JobRef,
         worker: &str,
         attempts_max: u32,
+        lock_timeout_ms: u64,
     ) -> Result<AttemptStart, StoreError> {
         let mut tx = self.pool.begin().await?;
+        set_lock_timeout(&mut tx, lock_timeout_ms).await?;
         let Some((status, current_job)) = lock_event(&mut tx, job.event_id).await? else {
             tx.commit().await?;
             return Ok(AttemptStart::Stray);
@@ -81,11 +83,7 @@ impl PgStore {
         lock_timeout_ms: u64,
     ) -> Result<Posted, PostError> {
         let mut tx = self.pool.begin().await.map_err(StoreError::from)?;
-        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
-            .bind(format!("{lock_timeout_ms}ms"))
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from)?;
+        set_lock_timeout(&mut tx, lock_timeout_ms).await?;
         let row = sqlx::query(
             "SELECT source, status, job_id, facts, validation_error FROM settlement_events
              WHERE id = $1 FOR UPDATE",
@@ -339,6 +337,15 @@ pub(super) async fn set_event_status(
             to: to.as_str(),
         })
     }
+}
+
+/// For the rest of the transaction, waiting longer than this for a lock fails (transiently).
+async fn set_lock_timeout(conn: &mut PgConnection, lock_timeout_ms: u64) -> Result<(), StoreError> {
+    sqlx::query("SELECT set_config('lock_timeout', $1, true)")
+        .bind(format!("{lock_timeout_ms}ms"))
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
 
 /// Locks the event row; `None` when it does not exist.
