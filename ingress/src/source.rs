@@ -40,12 +40,18 @@ impl<'de> Deserialize<'de> for Secret {
 pub enum Provider {
     /// The canonical settlement schema, signed with Standard Webhooks (Svix-compatible).
     Standard,
+    /// Stripe events, signed with `Stripe-Signature`.
+    Stripe,
+    /// Adyen classic notifications, each item signed with its `hmacSignature`.
+    Adyen,
 }
 
 impl Provider {
     pub fn as_str(self) -> &'static str {
         match self {
             Provider::Standard => "standard",
+            Provider::Stripe => "stripe",
+            Provider::Adyen => "adyen",
         }
     }
 }
@@ -135,6 +141,21 @@ fn derive_key(provider: Provider, secret: &str) -> Result<SigningKey, &'static s
             let key = base64::engine::general_purpose::STANDARD
                 .decode(encoded)
                 .map_err(|_| "expected whsec_ followed by base64")?;
+            if key.is_empty() {
+                return Err("empty key");
+            }
+            Ok(SigningKey(key))
+        }
+        // Stripe: the UTF-8 bytes of the whole `whsec_...` string.
+        Provider::Stripe => {
+            if secret.is_empty() {
+                return Err("empty secret");
+            }
+            Ok(SigningKey(secret.as_bytes().to_vec()))
+        }
+        // Adyen: the HMAC key as hex (from the Customer Area), decoded.
+        Provider::Adyen => {
+            let key = hex::decode(secret).map_err(|_| "expected the HMAC key as hex")?;
             if key.is_empty() {
                 return Err("empty key");
             }

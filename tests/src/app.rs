@@ -15,6 +15,13 @@ use crate::sign;
 pub const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// A second active secret of the `std` source (rotation).
 pub const STANDARD_SECRET_OLD: &str = "whsec_b2xkIHNlY3JldCBvZiB0aGUgdGVzdHM=";
+/// The `stripe` source's secrets (current, and a second active one for rotation).
+pub const STRIPE_SECRET: &str = "whsec_test_secret";
+pub const STRIPE_SECRET_OLD: &str = "whsec_old_test_secret";
+/// The `adyen` source's HMAC keys (hex), current and rotated.
+pub const ADYEN_KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+pub const ADYEN_KEY_OLD: &str = "00112233445566778899AABBCCDDEEFF00112233445566778899AABBCCDDEEFF";
+
 /// A well-formed secret no source has.
 pub const STANDARD_SECRET_UNKNOWN: &str = "whsec_bm90IGEgc2VjcmV0IG9mIG91cnM=";
 
@@ -101,6 +108,16 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         name = "std"
         provider = "standard"
         secrets = ["{STANDARD_SECRET}", "{STANDARD_SECRET_OLD}"]
+
+        [[sources]]
+        name = "stripe"
+        provider = "stripe"
+        secrets = ["{STRIPE_SECRET}", "{STRIPE_SECRET_OLD}"]
+
+        [[sources]]
+        name = "adyen"
+        provider = "adyen"
+        secrets = ["{ADYEN_KEY}", "{ADYEN_KEY_OLD}"]
         "#,
         extra = options.extra,
         workers = options.workers,
@@ -163,6 +180,23 @@ impl TestApp {
     pub async fn post_standard(&self, id: &str, body: &str) -> reqwest::Response {
         let headers = sign::standard_headers(STANDARD_SECRET, id, sign::now(), body.as_bytes());
         self.post("/webhooks/std", &headers, body).await
+    }
+
+    /// A Stripe delivery to the `stripe` source, signed now with the current secret.
+    pub async fn post_stripe(&self, body: &str) -> reqwest::Response {
+        let header = sign::stripe_header(STRIPE_SECRET, sign::now(), body.as_bytes());
+        self.post(
+            "/webhooks/stripe",
+            &[("stripe-signature".into(), header)],
+            body,
+        )
+        .await
+    }
+
+    /// An Adyen notification to the `adyen` source with `items`, each signed with the current key.
+    pub async fn post_adyen(&self, items: &[serde_json::Value]) -> reqwest::Response {
+        let body = sign::adyen_notification(ADYEN_KEY, items);
+        self.post("/webhooks/adyen", &[], &body).await
     }
 
     /// Rows in a table, for assertions on what was (not) written.

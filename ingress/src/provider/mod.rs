@@ -1,8 +1,11 @@
 //! Providers: each checks its own signature scheme, then adapts its payload into canonical
 //! settlement events. Nothing here writes anything.
 
+mod adyen;
+mod minor_units;
 pub mod signature;
 mod standard;
+mod stripe;
 
 use axum::http::HeaderMap;
 use jobs::NewEvent;
@@ -44,6 +47,14 @@ pub(crate) fn authenticate(
         Provider::Standard => {
             let message_id = standard::verify(source, headers, body, now)?;
             Ok(standard::adapt(source, message_id, body)?)
+        }
+        Provider::Stripe => {
+            stripe::verify(source, headers, body, now)?;
+            Ok(stripe::adapt(source, body)?)
+        }
+        Provider::Adyen => {
+            let notification = adyen::verify(source, body)?;
+            Ok(adyen::adapt(source, &notification)?)
         }
     }
 }

@@ -1,5 +1,7 @@
 //! settle's integration suite: one test binary, modules by area.
 
 mod fleet;
+mod hostile;
 mod ingress_standard;
 mod posting;
+mod providers;

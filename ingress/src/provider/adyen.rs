@@ -1,0 +1,378 @@
+//! `provider = "adyen"`: classic notifications,
+//! `{"live": "...", "notificationItems": [{"NotificationRequestItem": {...}}]}`. Every item
+//! carries `additionalData.hmacSignature`: base64 HMAC-SHA256, keyed with the hex-decoded HMAC
+//! key, over `pspReference:originalReference:merchantAccountCode:merchantReference:value:
+//! currency:eventCode:success` (a missing field is empty; nothing is escaped). Every item must
+//! verify, or the whole delivery is refused. The signature lives inside the JSON, so the body is
+//! parsed to find it; a body that is not a readable notification cannot be authenticated (401).
+//!
+//! Each item is its own event, `external_id` = `eventCode:pspReference`, all recorded in one
+//! transaction. Mapped when `success` is `"true"`: CAPTURE (a settled charge, gross = net),
+//! REFUND, REFUND_FAILED (an adjustment returning the amount to the balance), CHARGEBACK,
+//! CHARGEBACK_REVERSED. Other codes, and any `success` other than `"true"`, are acknowledged and
+//! not recorded.
+
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use jobs::{
+    Amount, Amounts, Content, Currency, EventParts, ExternalId, FactsError, Fingerprint,
+    InvalidFacts, MovementId, NewEvent, Reference, SettlementEvent,
+};
+use serde_json::{Map, Value, json};
+
+use super::minor_units::adyen_exponent;
+use super::signature::{SignatureError, any_matches};
+use super::{Adapted, Unparseable};
+use crate::source::Source;
+
+const SIGNATURE_FIELD: &str = "additionalData.hmacSignature";
+
+/// One notification item's fields, as read from the body.
+#[derive(Debug)]
+struct Item<'a> {
+    fields: &'a Map<String, Value>,
+}
+
+impl<'a> Item<'a> {
+    fn text(&self, key: &str) -> &'a str {
+        self.fields.get(key).and_then(Value::as_str).unwrap_or("")
+    }
+
+    fn amount(&self, key: &str) -> Option<&'a Value> {
+        self.fields.get("amount").and_then(|amount| amount.get(key))
+    }
+
+    /// The amount's value as signed: its integer text, or empty when absent.
+    fn value_text(&self) -> String {
+        match self.amount("value") {
+            Some(Value::Number(number)) => number.to_string(),
+            Some(Value::String(text)) => text.clone(),
+            _ => String::new(),
+        }
+    }
+
+    /// `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`
+    fn signing_string(&self) -> String {
+        let currency = self
+            .amount("currency")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        [
+            self.text("pspReference"),
+            self.text("originalReference"),
+            self.text("merchantAccountCode"),
+            self.text("merchantReference"),
+            &self.value_text(),
+            currency,
+            self.text("eventCode"),
+            self.text("success"),
+        ]
+        .join(":")
+    }
+
+    fn signature(&self) -> Option<&'a str> {
+        self.fields
+            .get("additionalData")?
+            .get("hmacSignature")?
+            .as_str()
+    }
+}
+
+/// Parses the body far enough to find every item; verifies each one.
+pub(crate) fn verify(source: &Source, body: &[u8]) -> Result<Value, SignatureError> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| SignatureError::Missing(SIGNATURE_FIELD))?;
+    let items = items(&value).ok_or(SignatureError::Missing(SIGNATURE_FIELD))?;
+    for item in &items {
+        let signature = item
+            .signature()
+            .ok_or(SignatureError::Missing(SIGNATURE_FIELD))?;
+        let candidate = base64::engine::general_purpose::STANDARD
+            .decode(signature)
+            .unwrap_or_default();
+        if !any_matches(
+            &source.keys,
+            &[item.signing_string().as_bytes()],
+            &[candidate],
+        ) {
+            return Err(SignatureError::Mismatch);
+        }
+    }
+    Ok(value)
+}
+
+/// The items of a notification, or `None` when it has none (or is not a notification).
+fn items(value: &Value) -> Option<Vec<Item<'_>>> {
+    let list = value.get("notificationItems")?.as_array()?;
+    let items: Option<Vec<Item<'_>>> = list
+        .iter()
+        .map(|entry| {
+            entry
+                .get("NotificationRequestItem")?
+                .as_object()
+                .map(|fields| Item { fields })
+        })
+        .collect();
+    items.filter(|items| !items.is_empty())
+}
+
+pub(crate) fn adapt(source: &Source, value: &Value) -> Result<Adapted, Unparseable> {
+    let items = items(value).ok_or(Unparseable("no notification items"))?;
+    let mut events = Vec::with_capacity(items.len());
+    for item in items {
+        let event_code = item.text("eventCode");
+        let psp_reference = item.text("pspReference");
+        let key = format!("{event_code}:{psp_reference}");
+        if event_code.is_empty() || psp_reference.is_empty() {
+            return Err(Unparseable(
+                "a notification item has no eventCode or pspReference",
+            ));
+        }
+        let external_id = ExternalId::parse(&key)
+            .map_err(|_| Unparseable("eventCode:pspReference is not a usable id"))?;
+        if item.text("success") != "true" {
+            continue;
+        }
+        let Some(kind) = mapped(event_code) else {
+            continue;
+        };
+        let content = match facts(&item, kind, &key) {
+            Ok(event) => Content::Valid(event),
+            Err(error) => Content::Invalid(InvalidFacts {
+                kind: Some(event_code.to_owned()),
+                error,
+                fingerprint: Fingerprint::of_unvalidated(
+                    "adyen",
+                    &json!({"signed": item.signing_string(), "eventDate": item.text("eventDate")}),
+                ),
+            }),
+        };
+        events.push(NewEvent {
+            source: source.name.clone(),
+            external_id,
+            payload: Value::Object(item.fields.clone()).to_string(),
+            content,
+        });
+    }
+    Ok(if events.is_empty() {
+        Adapted::Ignored
+    } else {
+        Adapted::Events(events)
+    })
+}
+
+/// The settlement kinds Adyen's event codes map to.
+#[derive(Clone, Copy, Debug)]
+enum Mapped {
+    Capture,
+    Refund,
+    RefundFailed,
+    Chargeback,
+    ChargebackReversed,
+}
+
+fn mapped(event_code: &str) -> Option<Mapped> {
+    Some(match event_code {
+        "CAPTURE" => Mapped::Capture,
+        "REFUND" => Mapped::Refund,
+        "REFUND_FAILED" => Mapped::RefundFailed,
+        "CHARGEBACK" => Mapped::Chargeback,
+        "CHARGEBACK_REVERSED" => Mapped::ChargebackReversed,
+        _ => return None,
+    })
+}
+
+fn facts(item: &Item<'_>, kind: Mapped, movement: &str) -> Result<SettlementEvent, FactsError> {
+    let code = item
+        .amount("currency")
+        .and_then(Value::as_str)
+        .ok_or(FactsError::Missing("amount.currency"))?;
+    let currency = Currency::parse(code).map_err(|source| FactsError::Money {
+        field: "amount.currency",
+        source,
+    })?;
+    let minor = item
+        .amount("value")
+        .ok_or(FactsError::Missing("amount.value"))?
+        .as_i64()
+        .ok_or(FactsError::WrongType {
+            field: "amount.value",
+            expected: "an integer",
+        })?;
+    let amount =
+        Amount::from_minor(minor, adyen_exponent(currency), currency).map_err(|source| {
+            FactsError::Money {
+                field: "amount.value",
+                source,
+            }
+        })?;
+    let zero = Amount::zero(currency);
+    let amounts = match kind {
+        Mapped::Capture => Amounts::ChargeSettled {
+            gross: amount,
+            fee: zero,
+            net: amount,
+        },
+        Mapped::Refund => Amounts::RefundSettled { amount, fee: zero },
+        Mapped::RefundFailed => Amounts::Adjustment { amount },
+        Mapped::Chargeback => Amounts::Chargeback { amount, fee: zero },
+        Mapped::ChargebackReversed => Amounts::ChargebackReversed { amount },
+    };
+    let occurred_at = DateTime::parse_from_rfc3339(item.text("eventDate"))
+        .map_err(|_| FactsError::Time("eventDate"))?
+        .with_timezone(&Utc);
+    let reference = Some(item.text("merchantReference"))
+        .filter(|r| !r.is_empty())
+        .map(Reference::parse)
+        .transpose()
+        .map_err(|source| FactsError::Id {
+            field: "merchantReference",
+            source,
+        })?;
+    SettlementEvent::new(EventParts {
+        movement_id: MovementId::parse(movement).map_err(|source| FactsError::Id {
+            field: "pspReference",
+            source,
+        })?,
+        occurred_at,
+        currency,
+        amounts,
+        payout_id: None,
+        reference,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use hmac::{Hmac, KeyInit, Mac};
+    use jobs::{Kind, SourceName};
+    use sha2::Sha256;
+
+    use super::*;
+    use crate::source::{Provider, Secret};
+
+    const KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+
+    fn source() -> Source {
+        Source::new(
+            SourceName::parse("adyen").expect("name"),
+            Provider::Adyen,
+            &[Secret::new(KEY)],
+            300,
+        )
+        .expect("source")
+    }
+
+    fn vector_item(signature: &str) -> Value {
+        json!({"NotificationRequestItem": {
+            "additionalData": {"hmacSignature": signature},
+            "amount": {"currency": "EUR", "value": 1130},
+            "eventCode": "AUTHORISATION", "eventDate": "2026-11-30T12:00:00+01:00",
+            "merchantAccountCode": "TestMerchant", "merchantReference": "TestPayment-1407325143704",
+            "pspReference": "7914073381342284", "success": "true"}})
+    }
+
+    #[test]
+    fn public_test_vector_verifies() {
+        let body = json!({"live": "false", "notificationItems": [vector_item("coqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo0=")]});
+        let item = items(&body).expect("items");
+        assert_eq!(
+            item[0].signing_string(),
+            "7914073381342284::TestMerchant:TestPayment-1407325143704:1130:EUR:AUTHORISATION:true"
+        );
+        assert!(verify(&source(), body.to_string().as_bytes()).is_ok());
+        // AUTHORISATION is not a settlement: authentic, acknowledged, nothing recorded.
+        assert!(matches!(adapt(&source(), &body), Ok(Adapted::Ignored)));
+    }
+
+    #[test]
+    fn one_bad_item_refuses_the_delivery() {
+        let good = vector_item("coqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo0=");
+        for bad in [
+            vector_item(""),
+            vector_item("AAAA"),
+            vector_item("coqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo1="),
+        ] {
+            let body = json!({"notificationItems": [good.clone(), bad]});
+            assert_eq!(
+                verify(&source(), body.to_string().as_bytes()),
+                Err(SignatureError::Mismatch)
+            );
+        }
+        let mut unsigned = good.clone();
+        unsigned["NotificationRequestItem"]["additionalData"] = json!({});
+        let body = json!({"notificationItems": [good, unsigned]});
+        assert_eq!(
+            verify(&source(), body.to_string().as_bytes()),
+            Err(SignatureError::Missing(SIGNATURE_FIELD))
+        );
+        for unreadable in [&b"not json"[..], b"{}", br#"{"notificationItems": []}"#] {
+            assert_eq!(
+                verify(&source(), unreadable),
+                Err(SignatureError::Missing(SIGNATURE_FIELD))
+            );
+        }
+    }
+
+    #[test]
+    fn settlement_codes_map_and_others_are_skipped() {
+        let key = hex::decode(KEY).expect("hex");
+        let signed = |fields: Value| {
+            let mut item = json!({"NotificationRequestItem": fields});
+            let signing = items(&json!({"notificationItems": [item.clone()]})).expect("item")[0]
+                .signing_string();
+            let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&key).expect("mac");
+            mac.update(signing.as_bytes());
+            let signature =
+                base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+            item["NotificationRequestItem"]["additionalData"] = json!({"hmacSignature": signature});
+            item
+        };
+        let item = |code: &str, success: &str, value: i64, currency: &str| {
+            signed(
+                json!({"amount": {"currency": currency, "value": value}, "eventCode": code,
+                          "eventDate": "2026-11-30T12:00:00Z", "merchantAccountCode": "M",
+                          "merchantReference": "order-1", "pspReference": format!("psp{code}"), "success": success}),
+            )
+        };
+        let body = json!({"notificationItems": [
+            item("CAPTURE", "true", 1130, "EUR"), item("REFUND", "true", 500, "JPY"),
+            item("CHARGEBACK", "false", 100, "EUR"), item("REPORT_AVAILABLE", "true", 0, "EUR"),
+            item("REFUND_FAILED", "true", 1234, "KWD")]});
+        let value = verify(&source(), body.to_string().as_bytes()).expect("authentic");
+        let Ok(Adapted::Events(events)) = adapt(&source(), &value) else {
+            panic!("adapted")
+        };
+        let got: Vec<(String, Kind, String)> = events
+            .iter()
+            .map(|e| match &e.content {
+                Content::Valid(event) => (
+                    e.external_id.to_string(),
+                    event.kind(),
+                    event.amounts().fields()[0].1.to_string(),
+                ),
+                Content::Invalid(invalid) => panic!("{:?}", invalid.error),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "CAPTURE:pspCAPTURE".to_owned(),
+                    Kind::ChargeSettled,
+                    "11.30".to_owned()
+                ),
+                (
+                    "REFUND:pspREFUND".to_owned(),
+                    Kind::RefundSettled,
+                    "500".to_owned()
+                ),
+                (
+                    "REFUND_FAILED:pspREFUND_FAILED".to_owned(),
+                    Kind::Adjustment,
+                    "1.234".to_owned()
+                ),
+            ]
+        );
+    }
+}
