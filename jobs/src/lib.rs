@@ -8,6 +8,7 @@ pub mod job;
 pub mod money;
 pub mod posting;
 pub mod record;
+pub mod review;
 pub mod store;
 
 pub use event::{Amounts, EventParts, FactsError, Kind, SettlementEvent};

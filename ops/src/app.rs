@@ -1,6 +1,7 @@
 //! The composition root: binds, connects, migrates, and wires the roles together.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context;
 use axum::Router;
@@ -10,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use workers::Workers;
 
+use crate::api::{self, ApiState};
 use crate::config::Config;
 use crate::health;
 
@@ -69,9 +71,16 @@ impl App {
             false => None,
         };
         tracing::info!(?role, sources = sources.len(), backend = ?store.kind(), "settle built");
-        let router = Router::new()
+        let mut router = Router::new()
             .merge(health::router(store.clone()))
             .merge(Ingress::new(store.clone(), sources, config.body_bytes_max).router());
+        if role == Role::Serve {
+            let tokens = Arc::new(config.api_tokens()?);
+            router = router.merge(api::router(ApiState {
+                store: store.clone(),
+                tokens,
+            }));
+        }
         Ok(App {
             listener,
             store,

@@ -13,6 +13,8 @@ use jobs::{PostingRules, SourceName, StoreOptions};
 use serde::Deserialize;
 use workers::WorkerSettings;
 
+use crate::auth::{TokenConfig, Tokens};
+
 /// The embedded default database when `DATABASE_URL` is not set.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://settle.db";
 const DEFAULT_CONFIG_FILE: &str = "settle.toml";
@@ -41,6 +43,9 @@ pub struct Config {
     pub sources: Vec<SourceConfig>,
     #[serde(default)]
     pub workers: WorkerSettings,
+    /// Bearer tokens of the ops/finance API.
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -144,6 +149,7 @@ impl Config {
         }
         self.sources()?;
         self.workers.validate().map_err(anyhow::Error::msg)?;
+        self.api_tokens()?;
         Ok(())
     }
 
@@ -198,6 +204,10 @@ impl Config {
         self.worker_database_url
             .as_deref()
             .unwrap_or(&self.database_url)
+    }
+
+    pub fn api_tokens(&self) -> anyhow::Result<Tokens> {
+        Tokens::new(&self.tokens).map_err(anyhow::Error::msg)
     }
 
     pub fn store_options(&self) -> StoreOptions {

@@ -1,7 +1,10 @@
 //! The `settle` binary's library: configuration, the composition root ([`App`]), the command
 //! line, and the ops/finance HTTP API.
 
+pub mod actions;
+pub mod api;
 pub mod app;
+pub mod auth;
 pub mod cli;
 pub mod config;
 mod health;

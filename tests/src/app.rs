@@ -22,6 +22,10 @@ pub const STRIPE_SECRET_OLD: &str = "whsec_old_test_secret";
 pub const ADYEN_KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
 pub const ADYEN_KEY_OLD: &str = "00112233445566778899AABBCCDDEEFF00112233445566778899AABBCCDDEEFF";
 
+/// API bearer tokens of the test configuration, by role.
+pub const OPS_TOKEN: &str = "ops-token-4f1c9a7e2b";
+pub const FINANCE_TOKEN: &str = "finance-token-8d3e6b0a91";
+
 /// A well-formed secret no source has.
 pub const STANDARD_SECRET_UNKNOWN: &str = "whsec_bm90IGEgc2VjcmV0IG9mIG91cnM=";
 
@@ -118,9 +122,21 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         name = "adyen"
         provider = "adyen"
         secrets = ["{ADYEN_KEY}", "{ADYEN_KEY_OLD}"]
+
+        [[tokens]]
+        name = "olivia"
+        role = "ops"
+        token_sha256 = "{ops}"
+
+        [[tokens]]
+        name = "fred"
+        role = "finance"
+        token_sha256 = "{finance}"
         "#,
         extra = options.extra,
         workers = options.workers,
+        ops = ops::auth::token_sha256(OPS_TOKEN),
+        finance = ops::auth::token_sha256(FINANCE_TOKEN),
     )
 }
 
@@ -197,6 +213,49 @@ impl TestApp {
     pub async fn post_adyen(&self, items: &[serde_json::Value]) -> reqwest::Response {
         let body = sign::adyen_notification(ADYEN_KEY, items);
         self.post("/webhooks/adyen", &[], &body).await
+    }
+
+    /// `GET path` with a bearer token (`None`: no Authorization header); status and JSON body.
+    pub async fn api_get(&self, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
+        let mut request = self.http.get(self.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("request reaches the app");
+        (
+            response.status().as_u16(),
+            response.json().await.unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    /// `POST path` with a JSON body and a bearer token; status and JSON body.
+    pub async fn api_post(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        body: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let mut request = self.http.post(self.url(path)).json(&body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("request reaches the app");
+        (
+            response.status().as_u16(),
+            response.json().await.unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    /// The id of the open dead letter of the event with `external_id`.
+    pub async fn open_dead_letter(&self, external_id: &str) -> i64 {
+        sqlx::query_scalar(
+            "SELECT d.id FROM dead_letters d JOIN settlement_events e ON e.id = d.event_id
+             WHERE e.external_id = $1 AND d.state = 'open'",
+        )
+        .bind(external_id)
+        .fetch_one(&self.pool)
+        .await
+        .expect("an open dead letter")
     }
 
     /// Rows in a table, for assertions on what was (not) written.

@@ -12,6 +12,10 @@ use crate::ids::EventId;
 use crate::job::{AttemptStart, FailureDecision, JobRef, PostError, Posted};
 use crate::posting::PostingRules;
 use crate::record::{NewEvent, Recorded};
+use crate::review::{
+    ConflictDetail, ConflictView, DeadLetterDetail, DeadLetterFilter, DeadLetterSummary, Decided,
+    Decision, DecisionError, EventView, Page, PageRequest,
+};
 
 /// One invariant checked by [`Store::verify`].
 #[derive(Clone, Debug, serde::Serialize)]
@@ -222,6 +226,91 @@ impl Store {
     pub async fn check_session_mode(&self, timeout: Duration) -> Result<(), StoreError> {
         match &self.backend {
             Backend::Postgres(store) => store.check_session_mode(timeout).await,
+        }
+    }
+
+    pub async fn event(&self, id: EventId) -> Result<Option<EventView>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.event(id).await,
+        }
+    }
+
+    pub async fn event_by_key(
+        &self,
+        source: &str,
+        external_id: &str,
+    ) -> Result<Option<EventView>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.event_by_key(source, external_id).await,
+        }
+    }
+
+    /// Dead letters matching `filter` (`state: None` = any state), newest first.
+    pub async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+        page: PageRequest,
+    ) -> Result<Page<DeadLetterSummary>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.dead_letters(filter, page).await,
+        }
+    }
+
+    pub async fn dead_letter(&self, id: i64) -> Result<Option<DeadLetterDetail>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.dead_letter(id).await,
+        }
+    }
+
+    /// Gives the dead letter's event a fresh job with fresh attempts, in one transaction with its
+    /// audit row. Requeueing an item already requeued (and not failed since) changes nothing.
+    pub async fn requeue_dead_letter(
+        &self,
+        id: i64,
+        decision: &Decision,
+    ) -> Result<Decided, DecisionError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.requeue_dead_letter(id, decision).await,
+        }
+    }
+
+    /// Closes the dead letter for good (the event never posts), with its audit row.
+    /// Discarding a discarded item changes nothing; a reason is required.
+    pub async fn discard_dead_letter(
+        &self,
+        id: i64,
+        decision: &Decision,
+    ) -> Result<Decided, DecisionError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.discard_dead_letter(id, decision).await,
+        }
+    }
+
+    /// Conflicts (`state`: `open`, `resolved` or any), newest first.
+    pub async fn conflicts(
+        &self,
+        state: Option<&str>,
+        page: PageRequest,
+    ) -> Result<Page<ConflictView>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.conflicts(state, page).await,
+        }
+    }
+
+    pub async fn conflict(&self, id: i64) -> Result<Option<ConflictDetail>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.conflict(id).await,
+        }
+    }
+
+    /// Acknowledges a conflict (the original stays authoritative), with its audit row.
+    pub async fn resolve_conflict(
+        &self,
+        id: i64,
+        decision: &Decision,
+    ) -> Result<Decided, DecisionError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.resolve_conflict(id, decision).await,
         }
     }
 

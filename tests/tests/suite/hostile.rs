@@ -6,8 +6,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tests::TestDb;
 use tests::app::{
-    ADYEN_KEY, ADYEN_KEY_OLD, AppOptions, STANDARD_SECRET, STANDARD_SECRET_OLD,
-    STANDARD_SECRET_UNKNOWN, STRIPE_SECRET, STRIPE_SECRET_OLD, charge, config_toml,
+    ADYEN_KEY, ADYEN_KEY_OLD, AppOptions, FINANCE_TOKEN, OPS_TOKEN, STANDARD_SECRET,
+    STANDARD_SECRET_OLD, STANDARD_SECRET_UNKNOWN, STRIPE_SECRET, STRIPE_SECRET_OLD, charge,
+    config_toml,
 };
 use tests::process::{Scratch, free_port, spawn_settle};
 use tests::sign::{adyen_item, adyen_notification, now, standard_headers, stripe_header};
@@ -402,7 +403,7 @@ fn adyen_cases() -> Vec<Case> {
 }
 
 #[tokio::test]
-async fn every_provider_refuses_hostile_deliveries_exactly_and_logs_no_secret() {
+async fn every_provider_refuses_hostile_deliveries_exactly_and_logs_no_secret_or_token() {
     let db = TestDb::create().await;
     let scratch = Scratch::new();
     let port = free_port();
@@ -418,12 +419,12 @@ async fn every_provider_refuses_hostile_deliveries_exactly_and_logs_no_secret() 
     };
     let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
     let listen = format!("127.0.0.1:{port}");
-    let _ingress = spawn_settle(
+    let _serve = spawn_settle(
         &scratch,
-        "ingress",
+        "serve",
         &config,
         &db.url,
-        &["ingress", "--listen", &listen],
+        &["serve", "--listen", &listen],
         &[("RUST_LOG", "debug")],
     );
     let http = reqwest::Client::new();
@@ -495,6 +496,35 @@ async fn every_provider_refuses_hostile_deliveries_exactly_and_logs_no_secret() 
         .await
         .expect("sent");
     assert_eq!(response.text().await.expect("body"), "[accepted]");
+
+    // The API, with good, wrong and under-privileged tokens.
+    for (token, read, act) in [
+        (OPS_TOKEN, 200, 200),
+        (FINANCE_TOKEN, 200, 403),
+        ("wrong-token", 401, 401),
+    ] {
+        let response = http
+            .get(format!("{base}/api/dead-letters"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(response.status().as_u16(), read);
+        let response = http
+            .post(format!("{base}/api/dead-letters/requeue"))
+            .bearer_auth(token)
+            .json(&serde_json::json!({"dry_run": true}))
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(response.status().as_u16(), act);
+    }
+    for token in [OPS_TOKEN, FINANCE_TOKEN] {
+        assert!(
+            !scratch.logs().contains(token),
+            "a token appeared in the logs"
+        );
+    }
 
     let logs = scratch.logs();
     assert!(

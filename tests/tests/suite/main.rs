@@ -3,5 +3,6 @@
 mod fleet;
 mod hostile;
 mod ingress_standard;
+mod ops;
 mod posting;
 mod providers;

@@ -2,6 +2,7 @@
 
 mod jobs;
 mod record;
+mod review;
 mod verify;
 
 use std::str::FromStr;

@@ -31,6 +31,15 @@ const CHECKS: &[(&str, &str, &str)] = &[
          WHERE d.state = 'open' AND e.status <> 'abandoned' ORDER BY d.id",
     ),
     (
+        "dead_letter_decisions_audited",
+        "nothing in the dead letter changed state except by an audited ops action",
+        "SELECT 'dead letter ' || d.id || ' (' || d.state || ')' FROM dead_letters d
+         WHERE d.state <> 'open' AND NOT EXISTS (
+             SELECT 1 FROM audit_log a WHERE a.subject_type = 'dead_letter' AND a.subject_id = d.id
+               AND a.after_state = d.state)
+         ORDER BY d.id",
+    ),
+    (
         "source_key_unique",
         "no two entries share a source key",
         "SELECT 'source key ' || source_key FROM journal_entries GROUP BY source_key HAVING count(*) > 1",
@@ -63,7 +72,8 @@ const CHECKS: &[(&str, &str, &str)] = &[
         "SELECT 'trigger ' || name || ' missing or disabled' FROM unnest(ARRAY[
              'journal_entries_immutable', 'journal_entries_no_truncate', 'journal_lines_immutable',
              'journal_lines_no_truncate', 'journal_entries_balanced', 'journal_lines_balanced',
-             'settlement_events_guard', 'settlement_events_no_truncate']) AS name
+             'settlement_events_guard', 'settlement_events_no_truncate', 'audit_log_immutable',
+             'audit_log_no_truncate']) AS name
          WHERE NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgname = name AND t.tgenabled = 'O')",
     ),
 ];

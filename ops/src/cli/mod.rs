@@ -1,5 +1,8 @@
 //! The `settle` command line (DESIGN §7).
 
+mod review;
+mod table;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -44,6 +47,17 @@ pub enum Command {
     },
     /// Apply settle's and the job queue's migrations, then exit.
     Migrate,
+    /// Drain the dead letter: list, show, requeue, discard.
+    #[command(name = "dead-letters")]
+    DeadLetters {
+        #[command(subcommand)]
+        command: review::DeadLetterCommand,
+    },
+    /// Conflicting redeliveries: list, show, resolve.
+    Conflicts {
+        #[command(subcommand)]
+        command: review::ConflictCommand,
+    },
     /// Check every invariant on the configured store; exits non-zero if any fails.
     Verify {
         /// Machine-readable output on stdout.
@@ -73,6 +87,18 @@ impl Cli {
                 Ok(())
             }
             Command::Verify { json } => crate::verify::run(&connect(&config).await?, json).await,
+            Command::DeadLetters { command } => {
+                let store = connect(&config).await?;
+                let result = review::dead_letters(&store, command).await;
+                store.close().await;
+                result
+            }
+            Command::Conflicts { command } => {
+                let store = connect(&config).await?;
+                let result = review::conflicts(&store, command).await;
+                store.close().await;
+                result
+            }
         }
     }
 }

@@ -1,0 +1,267 @@
+//! What people look at and decide: events, dead letters, conflicts, the audit trail. Views are
+//! plain serialisable data; decisions are idempotent transitions, each audited.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::job::ErrorClass;
+use crate::store::StoreError;
+
+/// The most items one page of a listing holds.
+pub const PAGE_LIMIT_MAX: u32 = 500;
+/// The most items one bulk action touches.
+pub const BULK_LIMIT_MAX: u32 = 1_000;
+
+/// A dead letter's state: `open` -> `requeued` | `discarded`, by an ops action only.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeadLetterState {
+    Open,
+    Requeued,
+    Discarded,
+}
+
+impl DeadLetterState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterState::Open => "open",
+            DeadLetterState::Requeued => "requeued",
+            DeadLetterState::Discarded => "discarded",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<DeadLetterState> {
+        [
+            DeadLetterState::Open,
+            DeadLetterState::Requeued,
+            DeadLetterState::Discarded,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == text)
+    }
+
+    /// The dead-letter state machine's edges.
+    pub fn can_become(self, next: DeadLetterState) -> bool {
+        matches!(
+            (self, next),
+            (DeadLetterState::Open, DeadLetterState::Requeued)
+                | (DeadLetterState::Open, DeadLetterState::Discarded)
+        )
+    }
+}
+
+impl fmt::Display for DeadLetterState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which dead letters a listing or a bulk action covers. Unset fields match everything;
+/// `state` defaults to `open`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetterFilter {
+    pub state: Option<DeadLetterState>,
+    pub source: Option<String>,
+    pub kind: Option<String>,
+    #[serde(default, with = "error_class_text")]
+    pub error_class: Option<ErrorClass>,
+    pub error_code: Option<String>,
+    pub abandoned_before: Option<DateTime<Utc>>,
+    pub abandoned_after: Option<DateTime<Utc>>,
+}
+
+mod error_class_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::job::ErrorClass;
+
+    pub fn serialize<S: Serializer>(
+        class: &Option<ErrorClass>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match class {
+            Some(class) => serializer.serialize_str(class.as_str()),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<ErrorClass>, D::Error> {
+        Option::<String>::deserialize(deserializer)?
+            .map(|text| {
+                ErrorClass::parse(&text).ok_or_else(|| {
+                    serde::de::Error::custom("error_class must be permanent or exhausted")
+                })
+            })
+            .transpose()
+    }
+}
+
+/// A page request: items with ids below `cursor` (newest first), at most `limit`.
+#[derive(Clone, Copy, Debug)]
+pub struct PageRequest {
+    pub cursor: Option<i64>,
+    pub limit: u32,
+}
+
+impl PageRequest {
+    pub fn new(cursor: Option<i64>, limit: Option<u32>) -> Self {
+        Self {
+            cursor,
+            limit: limit.unwrap_or(50).clamp(1, PAGE_LIMIT_MAX),
+        }
+    }
+}
+
+/// One page of a listing; `next_cursor` fetches the next (older) page, `None` at the end.
+#[derive(Clone, Debug, Serialize)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<i64>,
+}
+
+/// An event as stored.
+#[derive(Clone, Debug, Serialize)]
+pub struct EventView {
+    pub id: i64,
+    pub source: String,
+    pub external_id: String,
+    pub status: String,
+    pub kind: Option<String>,
+    pub movement_id: Option<String>,
+    pub fingerprint: String,
+    pub facts: Option<serde_json::Value>,
+    pub validation_error: Option<String>,
+    pub payload: String,
+    pub job_id: String,
+    pub posted_entry_id: Option<i64>,
+    pub received_at: DateTime<Utc>,
+    pub status_changed_at: DateTime<Utc>,
+}
+
+/// A dead letter in a listing.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeadLetterSummary {
+    pub id: i64,
+    pub event_id: i64,
+    pub source: String,
+    pub external_id: String,
+    pub kind: Option<String>,
+    pub state: String,
+    pub error_class: String,
+    pub error_code: String,
+    pub last_error: String,
+    pub attempts: i32,
+    pub abandoned_at: DateTime<Utc>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub decided_by: Option<String>,
+    pub decision_reason: Option<String>,
+}
+
+/// One attempt of one of the event's jobs.
+#[derive(Clone, Debug, Serialize)]
+pub struct AttemptView {
+    pub job_id: String,
+    pub attempt: i32,
+    pub worker: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub outcome: Option<String>,
+    pub error_code: Option<String>,
+    pub error: Option<String>,
+}
+
+/// A row of the audit log.
+#[derive(Clone, Debug, Serialize)]
+pub struct AuditView {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub action: String,
+    pub reason: String,
+    pub subject_type: String,
+    pub subject_id: i64,
+    pub event_id: Option<i64>,
+    pub before_state: String,
+    pub after_state: String,
+}
+
+/// Everything about one dead letter: its event, every attempt of every job the event had (so a
+/// requeued item that failed again shows its whole history), and the audit trail.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeadLetterDetail {
+    pub dead_letter: DeadLetterSummary,
+    pub event: EventView,
+    pub attempts: Vec<AttemptView>,
+    pub audit: Vec<AuditView>,
+}
+
+/// A conflicting delivery beside the original it conflicts with.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConflictView {
+    pub id: i64,
+    pub event_id: i64,
+    pub source: String,
+    pub external_id: String,
+    pub state: String,
+    pub deliveries: i32,
+    pub first_seen_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    pub fingerprint: String,
+    pub facts: Option<serde_json::Value>,
+    pub validation_error: Option<String>,
+    pub payload: String,
+    pub resolved_at: Option<DateTime<Utc>>,
+    pub resolved_by: Option<String>,
+    pub resolution_reason: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ConflictDetail {
+    pub conflict: ConflictView,
+    /// The original, which stays authoritative.
+    pub original: EventView,
+    pub audit: Vec<AuditView>,
+}
+
+/// Who decides, and why.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    pub actor: String,
+    pub reason: String,
+}
+
+/// What a decision did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Decided {
+    pub subject_id: i64,
+    pub event_id: i64,
+    /// `false` when the goal state already held: success, nothing written, no audit row.
+    pub changed: bool,
+    pub state: String,
+    /// The fresh job a requeue gave the event.
+    pub job_id: Option<String>,
+}
+
+/// Why a decision was refused; nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum DecisionError {
+    #[error("no such {0}")]
+    NotFound(&'static str),
+    #[error("already decided: {0}")]
+    AlreadyDecided(String),
+    #[error("a reason is required")]
+    ReasonRequired,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for DecisionError {
+    fn from(error: sqlx::Error) -> Self {
+        DecisionError::Store(error.into())
+    }
+}

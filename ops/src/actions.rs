@@ -1,0 +1,177 @@
+//! Ops actions on dead letters, one item or many, shared by the CLI and the API. A bulk action
+//! is per item: each item is decided in its own transaction and reported with its own outcome,
+//! so one item that was decided meanwhile does not block the others (and nothing is held locked
+//! across a whole batch).
+
+use chrono::{DateTime, NaiveDate, Utc};
+use jobs::Store;
+use jobs::review::{
+    BULK_LIMIT_MAX, DeadLetterFilter, DeadLetterState, Decision, DecisionError, PageRequest,
+};
+use serde::Serialize;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Action {
+    Requeue,
+    Discard,
+}
+
+impl Action {
+    fn done(self) -> &'static str {
+        match self {
+            Action::Requeue => "requeued",
+            Action::Discard => "discarded",
+        }
+    }
+
+    fn would(self) -> &'static str {
+        match self {
+            Action::Requeue => "would_requeue",
+            Action::Discard => "would_discard",
+        }
+    }
+}
+
+/// One item of a (bulk) action and what happened to it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ItemOutcome {
+    pub dead_letter_id: i64,
+    pub event_id: Option<i64>,
+    /// `requeued` / `discarded` (done), `unchanged` (already so), `would_requeue` /
+    /// `would_discard` (dry run), `already_decided`, `not_found`, `failed`.
+    pub outcome: &'static str,
+    pub job_id: Option<String>,
+    pub detail: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub dry_run: bool,
+    pub items: Vec<ItemOutcome>,
+}
+
+impl Report {
+    pub fn count(&self, outcome: &str) -> usize {
+        self.items
+            .iter()
+            .filter(|item| item.outcome == outcome)
+            .count()
+    }
+}
+
+/// Open dead letters matching `filter`, oldest first, at most `limit` (capped).
+pub async fn matching(
+    store: &Store,
+    filter: &DeadLetterFilter,
+    limit: u32,
+) -> Result<Vec<i64>, jobs::StoreError> {
+    let filter = DeadLetterFilter {
+        state: Some(DeadLetterState::Open),
+        ..filter.clone()
+    };
+    let page = store
+        .dead_letters(
+            &filter,
+            PageRequest {
+                cursor: None,
+                limit: limit.clamp(1, BULK_LIMIT_MAX),
+            },
+        )
+        .await?;
+    let mut ids: Vec<i64> = page.items.iter().map(|d| d.id).collect();
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// Applies `action` to each dead letter (or, on a dry run, says what it would do).
+pub async fn act(
+    store: &Store,
+    action: Action,
+    ids: &[i64],
+    decision: &Decision,
+    dry_run: bool,
+) -> Report {
+    let mut items = Vec::with_capacity(ids.len());
+    for &id in ids {
+        let item = if dry_run {
+            predict(store, action, id).await
+        } else {
+            apply(store, action, id, decision).await
+        };
+        items.push(item);
+    }
+    Report { dry_run, items }
+}
+
+async fn apply(store: &Store, action: Action, id: i64, decision: &Decision) -> ItemOutcome {
+    let result = match action {
+        Action::Requeue => store.requeue_dead_letter(id, decision).await,
+        Action::Discard => store.discard_dead_letter(id, decision).await,
+    };
+    match result {
+        Ok(decided) => ItemOutcome {
+            dead_letter_id: id,
+            event_id: Some(decided.event_id),
+            outcome: if decided.changed {
+                action.done()
+            } else {
+                "unchanged"
+            },
+            job_id: decided.job_id,
+            detail: None,
+        },
+        Err(error) => failed(id, &error),
+    }
+}
+
+async fn predict(store: &Store, action: Action, id: i64) -> ItemOutcome {
+    let detail = match store.dead_letter(id).await {
+        Ok(Some(detail)) => detail,
+        Ok(None) => return failed(id, &DecisionError::NotFound("dead letter")),
+        Err(error) => return failed(id, &DecisionError::Store(error)),
+    };
+    let state = DeadLetterState::parse(&detail.dead_letter.state);
+    let outcome = match (action, state) {
+        (_, Some(DeadLetterState::Open)) => action.would(),
+        (Action::Requeue, Some(DeadLetterState::Requeued))
+        | (Action::Discard, Some(DeadLetterState::Discarded)) => "unchanged",
+        _ => "already_decided",
+    };
+    ItemOutcome {
+        dead_letter_id: id,
+        event_id: Some(detail.dead_letter.event_id),
+        outcome,
+        job_id: None,
+        detail: Some(format!(
+            "{} {} ({})",
+            detail.event.source, detail.event.external_id, detail.dead_letter.error_code
+        )),
+    }
+}
+
+fn failed(id: i64, error: &DecisionError) -> ItemOutcome {
+    let outcome = match error {
+        DecisionError::AlreadyDecided(_) => "already_decided",
+        DecisionError::NotFound(_) => "not_found",
+        DecisionError::ReasonRequired | DecisionError::Store(_) => "failed",
+    };
+    ItemOutcome {
+        dead_letter_id: id,
+        event_id: None,
+        outcome,
+        job_id: None,
+        detail: Some(error.to_string()),
+    }
+}
+
+/// An RFC 3339 instant, or a date (`2026-12-01`, midnight UTC).
+pub fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|date| date.and_hms_opt(0, 0, 0))
+        .map(|at| at.and_utc())
+        .ok_or_else(|| format!("{text:?} is neither a date (2026-12-01) nor an RFC 3339 time"))
+}

@@ -1,0 +1,146 @@
+//! Bearer tokens for the ops/finance API: configured as SHA-256 hashes, never stored or logged in
+//! clear. `finance` reads; `ops` reads and acts.
+
+use sha2::{Digest, Sha256};
+
+use serde::Deserialize;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Reads and acts (requeue, discard, resolve).
+    Ops,
+    /// Reads only.
+    Finance,
+}
+
+impl Role {
+    pub fn may_act(self) -> bool {
+        self == Role::Ops
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Ops => "ops",
+            Role::Finance => "finance",
+        }
+    }
+}
+
+/// One configured token: `[[tokens]] name, role, token_sha256`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    pub name: String,
+    pub role: Role,
+    /// Lower-case hex SHA-256 of the token (`printf %s "$TOKEN" | sha256sum`).
+    pub token_sha256: String,
+}
+
+/// Who made a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub name: String,
+    pub role: Role,
+}
+
+/// The configured tokens, checked at load.
+#[derive(Clone, Debug, Default)]
+pub struct Tokens {
+    tokens: Vec<([u8; 32], Caller)>,
+}
+
+impl Tokens {
+    pub fn new(configs: &[TokenConfig]) -> Result<Tokens, String> {
+        let mut tokens = Vec::with_capacity(configs.len());
+        for config in configs {
+            if config.name.trim().is_empty() {
+                return Err("tokens: every token needs a name".into());
+            }
+            let mut hash = [0u8; 32];
+            hex::decode_to_slice(config.token_sha256.to_ascii_lowercase(), &mut hash).map_err(
+                |_| format!("token {}: token_sha256 must be 64 hex digits", config.name),
+            )?;
+            if tokens
+                .iter()
+                .any(|(_, caller): &([u8; 32], Caller)| caller.name == config.name)
+            {
+                return Err(format!("token {} is configured twice", config.name));
+            }
+            tokens.push((
+                hash,
+                Caller {
+                    name: config.name.clone(),
+                    role: config.role,
+                },
+            ));
+        }
+        Ok(Tokens { tokens })
+    }
+
+    /// The caller a presented token belongs to. Every configured hash is compared, each in
+    /// constant time, whatever matches.
+    pub fn caller(&self, token: &str) -> Option<Caller> {
+        let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for (hash, caller) in &self.tokens {
+            let difference = hash
+                .iter()
+                .zip(presented.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+            if difference == 0 && found.is_none() {
+                found = Some(caller.clone());
+            }
+        }
+        found
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+}
+
+/// The hex SHA-256 of a token, as configured.
+pub fn token_sha256(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_by_hash_only() {
+        let configs = [
+            TokenConfig {
+                name: "alice".into(),
+                role: Role::Ops,
+                token_sha256: token_sha256("a-secret"),
+            },
+            TokenConfig {
+                name: "bob".into(),
+                role: Role::Finance,
+                token_sha256: token_sha256("b-secret").to_uppercase(),
+            },
+        ];
+        let tokens = Tokens::new(&configs).expect("tokens");
+        assert_eq!(
+            tokens.caller("a-secret").map(|c| (c.name, c.role)),
+            Some(("alice".into(), Role::Ops))
+        );
+        assert_eq!(
+            tokens.caller("b-secret").map(|c| c.role),
+            Some(Role::Finance)
+        );
+        assert_eq!(tokens.caller("a-secre"), None);
+        assert_eq!(tokens.caller(""), None);
+        assert!(
+            Tokens::new(&[TokenConfig {
+                name: "x".into(),
+                role: Role::Ops,
+                token_sha256: "abc".into()
+            }])
+            .is_err()
+        );
+    }
+}
