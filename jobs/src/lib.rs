@@ -2,6 +2,7 @@
 //! recorded and how, and `store`, the only module that speaks SQL.
 
 pub mod event;
+pub mod finance;
 pub mod fingerprint;
 pub mod ids;
 pub mod job;

@@ -15,7 +15,7 @@ pub const PAGE_LIMIT_MAX: u32 = 500;
 pub const BULK_LIMIT_MAX: u32 = 1_000;
 
 /// A dead letter's state: `open` -> `requeued` | `discarded`, by an ops action only.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DeadLetterState {
     Open,
@@ -60,13 +60,14 @@ impl fmt::Display for DeadLetterState {
 
 /// Which dead letters a listing or a bulk action covers. Unset fields match everything;
 /// `state` defaults to `open`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeadLetterFilter {
     pub state: Option<DeadLetterState>,
     pub source: Option<String>,
     pub kind: Option<String>,
     #[serde(default, with = "error_class_text")]
+    #[schema(value_type = Option<String>, example = "permanent")]
     pub error_class: Option<ErrorClass>,
     pub error_code: Option<String>,
     pub abandoned_before: Option<DateTime<Utc>>,
@@ -118,14 +119,14 @@ impl PageRequest {
 }
 
 /// One page of a listing; `next_cursor` fetches the next (older) page, `None` at the end.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct Page<T> {
     pub items: Vec<T>,
     pub next_cursor: Option<i64>,
 }
 
 /// An event as stored.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct EventView {
     pub id: i64,
     pub source: String,
@@ -144,7 +145,7 @@ pub struct EventView {
 }
 
 /// A dead letter in a listing.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct DeadLetterSummary {
     pub id: i64,
     pub event_id: i64,
@@ -163,7 +164,7 @@ pub struct DeadLetterSummary {
 }
 
 /// One attempt of one of the event's jobs.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct AttemptView {
     pub job_id: String,
     pub attempt: i32,
@@ -176,7 +177,7 @@ pub struct AttemptView {
 }
 
 /// A row of the audit log.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct AuditView {
     pub id: i64,
     pub at: DateTime<Utc>,
@@ -192,7 +193,7 @@ pub struct AuditView {
 
 /// Everything about one dead letter: its event, every attempt of every job the event had (so a
 /// requeued item that failed again shows its whole history), and the audit trail.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct DeadLetterDetail {
     pub dead_letter: DeadLetterSummary,
     pub event: EventView,
@@ -201,7 +202,7 @@ pub struct DeadLetterDetail {
 }
 
 /// A conflicting delivery beside the original it conflicts with.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ConflictView {
     pub id: i64,
     pub event_id: i64,
@@ -220,7 +221,7 @@ pub struct ConflictView {
     pub resolution_reason: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ConflictDetail {
     pub conflict: ConflictView,
     /// The original, which stays authoritative.
@@ -236,7 +237,7 @@ pub struct Decision {
 }
 
 /// What a decision did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Decided {
     pub subject_id: i64,
     pub event_id: i64,

@@ -33,7 +33,7 @@ impl Action {
 }
 
 /// One item of a (bulk) action and what happened to it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ItemOutcome {
     pub dead_letter_id: i64,
     pub event_id: Option<i64>,
@@ -44,7 +44,7 @@ pub struct ItemOutcome {
     pub detail: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct Report {
     pub dry_run: bool,
     pub items: Vec<ItemOutcome>,

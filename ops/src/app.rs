@@ -79,6 +79,7 @@ impl App {
             router = router.merge(api::router(ApiState {
                 store: store.clone(),
                 tokens,
+                rules: config.posting_rules(),
             }));
         }
         Ok(App {

@@ -7,6 +7,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod export;
 mod health;
 pub mod telemetry;
 mod verify;

@@ -8,6 +8,10 @@ use std::time::Duration;
 
 pub use error::StoreError;
 
+use crate::finance::{
+    BalanceQuery, BalanceRow, JournalCursor, JournalFilter, JournalPage, PayoutSummary,
+    Reconciliation,
+};
 use crate::ids::EventId;
 use crate::job::{AttemptStart, FailureDecision, JobRef, PostError, Posted};
 use crate::posting::PostingRules;
@@ -311,6 +315,47 @@ impl Store {
     ) -> Result<Decided, DecisionError> {
         match &self.backend {
             Backend::Postgres(store) => store.resolve_conflict(id, decision).await,
+        }
+    }
+
+    /// The journal in (effective date, id) order after `after`, at most `limit` entries, each
+    /// with its lines.
+    pub async fn journal(
+        &self,
+        filter: &JournalFilter,
+        after: Option<JournalCursor>,
+        limit: u32,
+    ) -> Result<JournalPage, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.journal(filter, after, limit).await,
+        }
+    }
+
+    /// Non-zero balances per account and currency.
+    pub async fn balances(&self, query: BalanceQuery) -> Result<Vec<BalanceRow>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.balances(query).await,
+        }
+    }
+
+    /// The payout beside the items carrying its id; `None` when settle knows neither.
+    pub async fn reconciliation(
+        &self,
+        payout_id: &str,
+    ) -> Result<Option<Reconciliation>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.reconciliation(payout_id).await,
+        }
+    }
+
+    /// Every payout id in the journal after `after` (in id order), with its reconciliation status.
+    pub async fn payouts(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PayoutSummary>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.payouts(after, limit).await,
         }
     }
 

@@ -12,19 +12,27 @@ use jobs::review::{
 };
 use serde::Deserialize;
 
-use super::{Actor, ApiError, Reader};
+use utoipa::{IntoParams, ToSchema};
+
+use super::{Actor, ApiError, ErrorBody, Reader};
 use crate::actions::{self, Action, Report, parse_time};
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct ListParams {
+    /// open (default), requeued, discarded or all.
     state: Option<String>,
     source: Option<String>,
     kind: Option<String>,
     error_class: Option<String>,
     error_code: Option<String>,
+    /// Date (YYYY-MM-DD) or RFC 3339 time.
     abandoned_before: Option<String>,
+    /// Date (YYYY-MM-DD) or RFC 3339 time.
     abandoned_after: Option<String>,
+    /// `next_cursor` of the previous page.
     cursor: Option<i64>,
+    /// At most this many (default 50, at most 500).
     limit: Option<u32>,
 }
 
@@ -77,6 +85,9 @@ pub(super) fn body<T: serde::de::DeserializeOwned + Default>(bytes: &Bytes) -> R
         .map_err(|error| ApiError::BadRequest(format!("invalid JSON body: {error}")))
 }
 
+/// Dead letters matching the filters, newest first.
+#[utoipa::path(get, path = "/api/dead-letters", tag = "dead letters", params(ListParams),
+    responses((status = 200, body = Page<DeadLetterSummary>), (status = 401, body = ErrorBody)), security(("bearer" = [])))]
 pub(super) async fn list(
     Reader(_): Reader,
     State(store): State<Store>,
@@ -87,6 +98,9 @@ pub(super) async fn list(
     Ok(Json(store.dead_letters(&params.filter()?, page).await?))
 }
 
+/// One dead letter: its event, every attempt, its audit trail.
+#[utoipa::path(get, path = "/api/dead-letters/{id}", tag = "dead letters", params(("id" = i64, Path)),
+    responses((status = 200, body = DeadLetterDetail), (status = 404, body = ErrorBody)), security(("bearer" = [])))]
 pub(super) async fn show(
     Reader(_): Reader,
     State(store): State<Store>,
@@ -99,13 +113,18 @@ pub(super) async fn show(
         .ok_or(ApiError::NotFound("dead letter"))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ReasonBody {
     #[serde(default)]
     pub(super) reason: String,
 }
 
+/// Give the event a fresh job with fresh attempts. Idempotent.
+#[utoipa::path(post, path = "/api/dead-letters/{id}/requeue", tag = "dead letters", params(("id" = i64, Path)),
+    request_body = ReasonBody,
+    responses((status = 200, body = Decided), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
 pub(super) async fn requeue(
     Actor(caller): Actor,
     State(store): State<Store>,
@@ -120,6 +139,12 @@ pub(super) async fn requeue(
     Ok(Json(store.requeue_dead_letter(id, &decision).await?))
 }
 
+/// Close it for good: the event never posts. A reason is required. Idempotent.
+#[utoipa::path(post, path = "/api/dead-letters/{id}/discard", tag = "dead letters", params(("id" = i64, Path)),
+    request_body = ReasonBody,
+    responses((status = 200, body = Decided), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
 pub(super) async fn discard(
     Actor(caller): Actor,
     State(store): State<Store>,
@@ -134,7 +159,7 @@ pub(super) async fn discard(
     Ok(Json(store.discard_dead_letter(id, &decision).await?))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct BulkBody {
     #[serde(default)]
@@ -146,6 +171,9 @@ pub(super) struct BulkBody {
     limit: Option<u32>,
 }
 
+/// Requeue every open dead letter matching the filter (per item; `dry_run` changes nothing).
+#[utoipa::path(post, path = "/api/dead-letters/requeue", tag = "dead letters", request_body = BulkBody,
+    responses((status = 200, body = Report), (status = 403, body = ErrorBody)), security(("bearer" = [])))]
 pub(super) async fn bulk_requeue(
     actor: Actor,
     state: State<Store>,
@@ -154,6 +182,10 @@ pub(super) async fn bulk_requeue(
     bulk(actor, state, bytes, Action::Requeue).await
 }
 
+/// Discard every open dead letter matching the filter (per item; `dry_run` changes nothing).
+#[utoipa::path(post, path = "/api/dead-letters/discard", tag = "dead letters", request_body = BulkBody,
+    responses((status = 200, body = Report), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
 pub(super) async fn bulk_discard(
     actor: Actor,
     state: State<Store>,

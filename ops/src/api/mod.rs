@@ -1,18 +1,26 @@
 //! The ops/finance HTTP API under `/api/`: bearer tokens, two roles (finance reads, ops reads and
-//! acts), cursor pagination, typed JSON errors.
+//! acts), cursor pagination, typed JSON errors. Routes and the OpenAPI document are built
+//! together from the handlers' annotations (`utoipa-axum`), so they cannot drift apart.
 
 mod dead_letters;
 mod error;
+mod finance;
 mod reads;
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use axum::routing::{get, post};
-use jobs::Store;
+use axum::routing::get;
+use axum::{Json, Router};
+use jobs::{PostingRules, Store};
+use serde::Serialize;
+use utoipa::openapi::OpenApi as OpenApiDocument;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use error::ApiError;
 
@@ -23,6 +31,7 @@ use crate::auth::{Caller, Tokens};
 pub struct ApiState {
     pub store: Store,
     pub tokens: Arc<Tokens>,
+    pub rules: PostingRules,
 }
 
 impl FromRef<ApiState> for Store {
@@ -31,32 +40,67 @@ impl FromRef<ApiState> for Store {
     }
 }
 
-pub fn router(state: ApiState) -> Router {
-    Router::new()
-        .route("/api/dead-letters", get(dead_letters::list))
-        .route(
-            "/api/dead-letters/requeue",
-            post(dead_letters::bulk_requeue),
-        )
-        .route(
-            "/api/dead-letters/discard",
-            post(dead_letters::bulk_discard),
-        )
-        .route("/api/dead-letters/{id}", get(dead_letters::show))
-        .route(
-            "/api/dead-letters/{id}/requeue",
-            post(dead_letters::requeue),
-        )
-        .route(
-            "/api/dead-letters/{id}/discard",
-            post(dead_letters::discard),
-        )
-        .route("/api/events", get(reads::find_event))
-        .route("/api/events/{id}", get(reads::event))
-        .route("/api/conflicts", get(reads::conflicts))
-        .route("/api/conflicts/{id}", get(reads::conflict))
-        .route("/api/conflicts/{id}/resolve", post(reads::resolve_conflict))
+/// Every error body.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// A stable code: unauthorized, forbidden, not_found, bad_request, already_decided,
+    /// unavailable, internal.
+    pub error: String,
+    pub message: String,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "settle", description = "Ops and finance API of settle."),
+    modifiers(&BearerAuth),
+    tags((name = "dead letters"), (name = "events"), (name = "conflicts"), (name = "finance"))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut OpenApiDocument) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The routes and the document describing them.
+fn documented(state: ApiState) -> (Router, OpenApiDocument) {
+    let (router, document) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(dead_letters::list))
+        .routes(routes!(dead_letters::show))
+        .routes(routes!(dead_letters::requeue))
+        .routes(routes!(dead_letters::discard))
+        .routes(routes!(dead_letters::bulk_requeue))
+        .routes(routes!(dead_letters::bulk_discard))
+        .routes(routes!(reads::event))
+        .routes(routes!(reads::find_event))
+        .routes(routes!(reads::conflicts))
+        .routes(routes!(reads::conflict))
+        .routes(routes!(reads::resolve_conflict))
+        .routes(routes!(finance::journal))
+        .routes(routes!(finance::journal_csv))
+        .routes(routes!(finance::balances))
+        .routes(routes!(finance::payouts))
+        .routes(routes!(finance::reconciliation))
         .with_state(state)
+        .split_for_parts();
+    (router, document)
+}
+
+/// `/api/...` plus `GET /api/openapi.json` (no token needed).
+pub fn router(state: ApiState) -> Router {
+    let (router, document) = documented(state);
+    let document = Arc::new(document);
+    router.route(
+        "/api/openapi.json",
+        get(move || async move { Json(document.as_ref().clone()) }),
+    )
 }
 
 /// A caller with a valid token (any role).

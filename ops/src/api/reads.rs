@@ -9,8 +9,13 @@ use jobs::{EventId, Store};
 use serde::Deserialize;
 
 use super::dead_letters::{ReasonBody, body};
-use super::{Actor, ApiError, Reader};
+use utoipa::IntoParams;
 
+use super::{Actor, ApiError, ErrorBody, Reader};
+
+/// One event as stored.
+#[utoipa::path(get, path = "/api/events/{id}", tag = "events", params(("id" = i64, Path)),
+    responses((status = 200, body = EventView), (status = 404, body = ErrorBody)), security(("bearer" = [])))]
 pub(super) async fn event(
     Reader(_): Reader,
     State(store): State<Store>,
@@ -23,12 +28,16 @@ pub(super) async fn event(
         .ok_or(ApiError::NotFound("event"))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct EventKey {
     source: String,
     external_id: String,
 }
 
+/// The event with a natural key.
+#[utoipa::path(get, path = "/api/events", tag = "events", params(EventKey),
+    responses((status = 200, body = EventView), (status = 404, body = ErrorBody)), security(("bearer" = [])))]
 pub(super) async fn find_event(
     Reader(_): Reader,
     State(store): State<Store>,
@@ -42,13 +51,18 @@ pub(super) async fn find_event(
         .ok_or(ApiError::NotFound("event"))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct ConflictParams {
+    /// open (default), resolved or all.
     state: Option<String>,
     cursor: Option<i64>,
     limit: Option<u32>,
 }
 
+/// Conflicting deliveries, newest first.
+#[utoipa::path(get, path = "/api/conflicts", tag = "conflicts", params(ConflictParams),
+    responses((status = 200, body = Page<ConflictView>), (status = 401, body = ErrorBody)), security(("bearer" = [])))]
 pub(super) async fn conflicts(
     Reader(_): Reader,
     State(store): State<Store>,
@@ -72,6 +86,9 @@ pub(super) async fn conflicts(
     ))
 }
 
+/// A conflict beside the original event.
+#[utoipa::path(get, path = "/api/conflicts/{id}", tag = "conflicts", params(("id" = i64, Path)),
+    responses((status = 200, body = ConflictDetail), (status = 404, body = ErrorBody)), security(("bearer" = [])))]
 pub(super) async fn conflict(
     Reader(_): Reader,
     State(store): State<Store>,
@@ -84,6 +101,11 @@ pub(super) async fn conflict(
         .ok_or(ApiError::NotFound("conflict"))
 }
 
+/// Acknowledge a conflict; the original stays authoritative. Idempotent.
+#[utoipa::path(post, path = "/api/conflicts/{id}/resolve", tag = "conflicts", params(("id" = i64, Path)),
+    request_body = ReasonBody,
+    responses((status = 200, body = Decided), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
 pub(super) async fn resolve_conflict(
     Actor(caller): Actor,
     State(store): State<Store>,

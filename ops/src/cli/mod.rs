@@ -1,5 +1,6 @@
 //! The `settle` command line (DESIGN §7).
 
+mod finance;
 mod review;
 mod table;
 
@@ -58,6 +59,39 @@ pub enum Command {
         #[command(subcommand)]
         command: review::ConflictCommand,
     },
+    /// The journal: entries with their lines.
+    Journal {
+        #[command(subcommand)]
+        command: finance::JournalCommand,
+    },
+    /// Balances per account and currency.
+    Balances {
+        /// As of this effective date (inclusive).
+        #[arg(long, value_name = "DATE")]
+        as_of: Option<chrono::NaiveDate>,
+        /// Only entries recorded by this time (RFC 3339), to reproduce an earlier report.
+        #[arg(long, value_name = "TIME")]
+        recorded_at: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Payout reconciliation.
+    Reconcile {
+        #[command(subcommand)]
+        command: finance::ReconcileCommand,
+    },
+    /// Export the journal for other tools.
+    Export {
+        #[arg(long, value_enum)]
+        format: crate::export::Format,
+        #[arg(long, value_name = "DATE")]
+        from: Option<chrono::NaiveDate>,
+        #[arg(long, value_name = "DATE")]
+        to: Option<chrono::NaiveDate>,
+        /// Write here instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Check every invariant on the configured store; exits non-zero if any fails.
     Verify {
         /// Machine-readable output on stdout.
@@ -87,20 +121,66 @@ impl Cli {
                 Ok(())
             }
             Command::Verify { json } => crate::verify::run(&connect(&config).await?, json).await,
+            Command::Journal { command } => {
+                with_store(&config, |store| async move {
+                    finance::journal(&store, command).await
+                })
+                .await
+            }
+            Command::Balances {
+                as_of,
+                recorded_at,
+                json,
+            } => {
+                with_store(&config, |store| async move {
+                    finance::balances(&store, as_of, recorded_at, json).await
+                })
+                .await
+            }
+            Command::Reconcile { command } => {
+                with_store(&config, |store| async move {
+                    finance::reconcile(&store, command).await
+                })
+                .await
+            }
+            Command::Export {
+                format,
+                from,
+                to,
+                output,
+            } => {
+                let rules = config.posting_rules();
+                with_store(&config, |store| async move {
+                    finance::export(&store, rules, format, from, to, output).await
+                })
+                .await
+            }
             Command::DeadLetters { command } => {
-                let store = connect(&config).await?;
-                let result = review::dead_letters(&store, command).await;
-                store.close().await;
-                result
+                with_store(&config, |store| async move {
+                    review::dead_letters(&store, command).await
+                })
+                .await
             }
             Command::Conflicts { command } => {
-                let store = connect(&config).await?;
-                let result = review::conflicts(&store, command).await;
-                store.close().await;
-                result
+                with_store(&config, |store| async move {
+                    review::conflicts(&store, command).await
+                })
+                .await
             }
         }
     }
+}
+
+/// Runs a command with a store, and closes the store after.
+async fn with_store<F, Fut>(config: &Config, command: F) -> anyhow::Result<()>
+where
+    F: FnOnce(jobs::Store) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let store = connect(config).await?;
+    let result = command(store.clone()).await;
+    store.close().await;
+    result
 }
 
 async fn connect(config: &Config) -> anyhow::Result<jobs::Store> {

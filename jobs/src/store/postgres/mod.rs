@@ -1,5 +1,6 @@
 //! PostgreSQL: the production store and the fleet's only shared state.
 
+mod finance;
 mod jobs;
 mod record;
 mod review;

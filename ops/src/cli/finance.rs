@@ -1,0 +1,303 @@
+//! `settle journal`, `settle balances`, `settle reconcile`, `settle export`: what finance reads.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use chrono::NaiveDate;
+use clap::{Args, Subcommand};
+use futures::StreamExt;
+use jobs::finance::{BalanceQuery, JournalCursor, JournalFilter};
+use jobs::{PostingRules, Store};
+
+use super::table::{self, or_dash};
+use crate::actions::parse_time;
+use crate::export::{self, Format};
+
+#[derive(Debug, Subcommand)]
+pub enum JournalCommand {
+    /// Entries with their lines, in effective-date order.
+    List {
+        #[command(flatten)]
+        filter: JournalArgs,
+        /// Continue after this cursor (printed at the end of the previous page).
+        #[arg(long)]
+        cursor: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct JournalArgs {
+    /// Effective date on or after (YYYY-MM-DD).
+    #[arg(long)]
+    from: Option<NaiveDate>,
+    /// Effective date on or before (YYYY-MM-DD).
+    #[arg(long)]
+    to: Option<NaiveDate>,
+    #[arg(long)]
+    account: Option<String>,
+    #[arg(long)]
+    currency: Option<String>,
+    #[arg(long)]
+    source: Option<String>,
+    #[arg(long)]
+    kind: Option<String>,
+    #[arg(long)]
+    reference: Option<String>,
+    #[arg(long)]
+    payout_id: Option<String>,
+}
+
+impl JournalArgs {
+    fn filter(&self) -> JournalFilter {
+        JournalFilter {
+            from: self.from,
+            to: self.to,
+            account: self.account.clone(),
+            currency: self.currency.clone(),
+            source: self.source.clone(),
+            kind: self.kind.clone(),
+            reference: self.reference.clone(),
+            payout_id: self.payout_id.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReconcileCommand {
+    /// One payout beside the items it paid out.
+    Payout {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every payout with its status (matched, unmatched, missing_payout, missing_items, reversed).
+    Payouts {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn journal(store: &Store, command: JournalCommand) -> anyhow::Result<()> {
+    let JournalCommand::List {
+        filter,
+        cursor,
+        limit,
+        json,
+    } = command;
+    let after = cursor
+        .as_deref()
+        .map(|c| JournalCursor::parse(c).context("invalid --cursor"))
+        .transpose()?;
+    let page = store
+        .journal(
+            &filter.filter(),
+            after,
+            limit.clamp(1, jobs::review::PAGE_LIMIT_MAX),
+        )
+        .await?;
+    if json {
+        return table::json(&page);
+    }
+    let mut rows = Vec::new();
+    for entry in &page.items {
+        for line in &entry.lines {
+            let first = line.line_no == 1;
+            let (debit, credit) = match line.amount.strip_prefix('-') {
+                Some(credit) => (String::new(), credit.to_owned()),
+                None => (line.amount.clone(), String::new()),
+            };
+            rows.push(vec![
+                if first {
+                    entry.id.to_string()
+                } else {
+                    String::new()
+                },
+                if first {
+                    entry.effective_date.to_string()
+                } else {
+                    String::new()
+                },
+                if first {
+                    entry.description.clone()
+                } else {
+                    String::new()
+                },
+                line.account.clone(),
+                debit,
+                credit,
+                line.currency.clone(),
+                if first {
+                    or_dash(entry.reverses_entry_id.or(entry.reversed_by_entry_id))
+                } else {
+                    String::new()
+                },
+            ]);
+        }
+    }
+    table::print(
+        &[
+            "ENTRY",
+            "DATE",
+            "DESCRIPTION",
+            "ACCOUNT",
+            "DEBIT",
+            "CREDIT",
+            "CUR",
+            "REVERSAL",
+        ],
+        &rows,
+    );
+    if let Some(cursor) = page.next_cursor {
+        println!("\nmore: --cursor {cursor}");
+    }
+    Ok(())
+}
+
+pub async fn balances(
+    store: &Store,
+    as_of: Option<NaiveDate>,
+    recorded_at: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let recorded_at = recorded_at
+        .as_deref()
+        .map(parse_time)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let rows = store.balances(BalanceQuery { as_of, recorded_at }).await?;
+    if json {
+        return table::json(&rows);
+    }
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| vec![r.account.clone(), r.currency.clone(), r.balance.clone()])
+        .collect();
+    table::print(&["ACCOUNT", "CUR", "BALANCE"], &rows);
+    Ok(())
+}
+
+pub async fn reconcile(store: &Store, command: ReconcileCommand) -> anyhow::Result<()> {
+    match command {
+        ReconcileCommand::Payout { id, json } => {
+            let reconciliation = store
+                .reconciliation(&id)
+                .await?
+                .with_context(|| format!("settle knows no payout {id}"))?;
+            if json {
+                return table::json(&reconciliation);
+            }
+            let r = &reconciliation;
+            println!("payout {}  {:?}", r.payout_id, r.status);
+            println!(
+                "  payout amount  {} {}",
+                or_dash(r.payout_amount.as_ref()),
+                or_dash(r.currency.as_ref())
+            );
+            println!("  items net      {}", r.items_net);
+            println!("  difference     {}\n", r.difference);
+            let rows: Vec<Vec<String>> = r
+                .items
+                .iter()
+                .map(|i| {
+                    vec![
+                        i.entry_id.to_string(),
+                        i.effective_date.to_string(),
+                        i.kind.clone(),
+                        i.movement_id.clone(),
+                        i.net.clone(),
+                    ]
+                })
+                .collect();
+            table::print(&["ENTRY", "DATE", "KIND", "MOVEMENT", "NET"], &rows);
+            Ok(())
+        }
+        ReconcileCommand::Payouts { json } => {
+            let mut all = Vec::new();
+            let mut after: Option<String> = None;
+            loop {
+                let page = store.payouts(after.as_deref(), 100).await?;
+                let done = page.len() < 100;
+                after = page.last().map(|p| p.payout_id.clone());
+                all.extend(page);
+                if done {
+                    break;
+                }
+            }
+            if json {
+                return table::json(&all);
+            }
+            let rows: Vec<Vec<String>> = all
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.payout_id.clone(),
+                        format!("{:?}", p.status),
+                        or_dash(p.payout_amount.as_ref()),
+                        p.items_net.clone(),
+                        p.difference.clone(),
+                        or_dash(p.currency.as_ref()),
+                    ]
+                })
+                .collect();
+            table::print(
+                &[
+                    "PAYOUT",
+                    "STATUS",
+                    "AMOUNT",
+                    "ITEMS NET",
+                    "DIFFERENCE",
+                    "CUR",
+                ],
+                &rows,
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Writes the export to `output` (or stdout), a page at a time; progress on a terminal.
+pub async fn export(
+    store: &Store,
+    rules: PostingRules,
+    format: Format,
+    from: Option<NaiveDate>,
+    to: Option<NaiveDate>,
+    output: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let filter = JournalFilter {
+        from,
+        to,
+        ..JournalFilter::default()
+    };
+    let mut out: Box<dyn Write> = match &output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let progress = std::io::stderr().is_terminal() && output.is_some();
+    let mut chunks = std::pin::pin!(export::stream(store.clone(), format, filter, rules));
+    let mut bytes = 0usize;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        bytes += chunk.len();
+        out.write_all(chunk.as_bytes())?;
+        if progress {
+            eprint!("\rexported {} KiB", bytes / 1024);
+        }
+    }
+    out.flush()?;
+    if progress {
+        eprintln!("\rexported {} KiB, done", bytes / 1024);
+    }
+    if bytes == 0 {
+        bail!("nothing was written");
+    }
+    Ok(())
+}
