@@ -20,14 +20,14 @@ pub fn settle_binary() -> &'static Path {
         let target_dir = profile_dir.parent().expect("target dir").to_owned();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut build = std::process::Command::new(cargo);
+        // The same selection as the test build (every target of the workspace), so features
+        // unify the same way and neither build invalidates the other's artifacts.
         build
             .args([
                 "build",
                 "--quiet",
-                "-p",
-                "ops",
-                "--bin",
-                "settle",
+                "--workspace",
+                "--all-targets",
                 "--target-dir",
             ])
             .arg(&target_dir);
