@@ -188,6 +188,20 @@ pub fn reversal_lines(original: &[Line]) -> Vec<Line> {
         .collect()
 }
 
+/// Whether two sets of lines move the same amounts in the same currencies (accounts aside):
+/// a reversal must undo exactly what its original posted.
+pub fn same_amounts(a: &[Line], b: &[Line]) -> bool {
+    let amounts = |lines: &[Line]| {
+        let mut amounts: Vec<(Currency, Decimal)> = lines
+            .iter()
+            .map(|l| (l.currency, l.amount.normalize()))
+            .collect();
+        amounts.sort();
+        amounts
+    };
+    amounts(a) == amounts(b)
+}
+
 fn sum(a: Amount, b: Amount) -> Decimal {
     a.decimal() + b.decimal()
 }

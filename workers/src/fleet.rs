@@ -12,6 +12,7 @@ use apalis_core::task::task_id::TaskId;
 use apalis_core::worker::builder::WorkerBuilder;
 use apalis_core::worker::context::WorkerContext;
 use apalis_postgres::{PostgresStorage, Pubsub};
+use apalis_sqlite::SqliteStorage;
 use jobs::job::{JobPayload, POST_SETTLEMENT_QUEUE};
 use jobs::store::QueuePool;
 use jobs::{PostingRules, Store, StoreError};
@@ -121,28 +122,56 @@ impl Workers {
         name: &str,
         shutdown: &CancellationToken,
     ) -> Result<(), BoxDynError> {
-        let QueuePool::Postgres(pool) = self.store.queue_pool();
-        let config = apalis_postgres::Config::default()
-            .queue(POST_SETTLEMENT_QUEUE)
-            .batch_size(self.settings.batch_size)
-            .heartbeat_interval(Duration::from_millis(self.settings.heartbeat_interval_ms))
-            .missed_heartbeats(self.settings.missed_heartbeats);
-        let storage = PostgresStorage::<JobPayload>::new(&pool).with_config(config);
-        let wake = NotifyOrTick::new(
-            Pubsub::new(pool.clone(), POST_SETTLEMENT_QUEUE.to_owned()),
-            Duration::from_millis(self.settings.poll_interval_ms),
-        );
-        let worker = WorkerBuilder::new(name)
-            .backend(PollWith::new(storage, wake))
-            .concurrency(self.settings.concurrency)
-            .data(self.runner.clone())
-            .build(handle);
+        let settings = &self.settings;
+        let heartbeat = Duration::from_millis(settings.heartbeat_interval_ms);
+        let poll = Duration::from_millis(settings.poll_interval_ms);
         let stop = shutdown.clone();
-        let run = worker.run_until(async move {
+        let stopped = async move {
             stop.cancelled().await;
             Ok::<(), std::io::Error>(())
-        });
-        let drain = Duration::from_secs(self.settings.drain_timeout_secs);
+        };
+        // The two backends are different types; the worker around them is the same.
+        macro_rules! run {
+            ($backend:expr) => {
+                WorkerBuilder::new(name)
+                    .backend($backend)
+                    .concurrency(settings.concurrency)
+                    .data(self.runner.clone())
+                    .build(handle)
+                    .run_until(stopped)
+                    .await
+            };
+        }
+        let run = async {
+            match self.store.queue_pool() {
+                QueuePool::Postgres(pool) => {
+                    let config = apalis_postgres::Config::default()
+                        .queue(POST_SETTLEMENT_QUEUE)
+                        .batch_size(settings.batch_size)
+                        .heartbeat_interval(heartbeat)
+                        .missed_heartbeats(settings.missed_heartbeats);
+                    let storage = PostgresStorage::<JobPayload>::new(&pool).with_config(config);
+                    let pubsub = Pubsub::new(pool.clone(), POST_SETTLEMENT_QUEUE.to_owned());
+                    run!(PollWith::new(storage, NotifyOrTick::pubsub(pubsub, poll)))
+                }
+                QueuePool::Sqlite {
+                    pool,
+                    jobs_inserted,
+                } => {
+                    let config = apalis_sqlite::Config::default()
+                        .queue(POST_SETTLEMENT_QUEUE)
+                        .batch_size(settings.batch_size)
+                        .heartbeat_interval(heartbeat)
+                        .missed_heartbeats(settings.missed_heartbeats);
+                    let storage = SqliteStorage::<JobPayload>::new(&pool).with_config(config);
+                    run!(PollWith::new(
+                        storage,
+                        NotifyOrTick::local(jobs_inserted, poll)
+                    ))
+                }
+            }
+        };
+        let drain = Duration::from_secs(settings.drain_timeout_secs);
         tokio::select! {
             result = run => result.map_err(Into::into),
             _ = async { shutdown.cancelled().await; tokio::time::sleep(drain).await } => {

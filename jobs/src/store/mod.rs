@@ -3,6 +3,8 @@
 
 mod error;
 mod postgres;
+mod rows;
+mod sqlite;
 
 use std::time::Duration;
 
@@ -15,7 +17,7 @@ use crate::finance::{
 use crate::ids::EventId;
 use crate::job::{AttemptStart, FailureDecision, JobRef, PostError, Posted};
 use crate::posting::PostingRules;
-use crate::record::{NewEvent, Recorded};
+use crate::record::{Content, NewEvent, Recorded};
 use crate::review::{
     ConflictDetail, ConflictView, DeadLetterDetail, DeadLetterFilter, DeadLetterSummary, Decided,
     Decision, DecisionError, EventView, Page, PageRequest,
@@ -35,6 +37,11 @@ pub struct Check {
 #[derive(Clone, Debug)]
 pub enum QueuePool {
     Postgres(sqlx::PgPool),
+    /// SQLite, with the signal its store raises after committing new jobs.
+    Sqlite {
+        pool: sqlx::SqlitePool,
+        jobs_inserted: std::sync::Arc<tokio::sync::Notify>,
+    },
 }
 
 /// How a store connects. Every limit has its unit in its name.
@@ -87,6 +94,17 @@ pub struct Store {
 #[derive(Clone, Debug)]
 enum Backend {
     Postgres(postgres::PgStore),
+    Sqlite(sqlite::SqliteStore),
+}
+
+/// Runs the same call on whichever backend the store has.
+macro_rules! on_backend {
+    ($self:ident, $store:ident => $call:expr) => {
+        match &$self.backend {
+            Backend::Postgres($store) => $call,
+            Backend::Sqlite($store) => $call,
+        }
+    };
 }
 
 impl Store {
@@ -96,9 +114,9 @@ impl Store {
             Some(BackendKind::Postgres) => Ok(Store {
                 backend: Backend::Postgres(postgres::PgStore::connect(url, options).await?),
             }),
-            Some(BackendKind::Sqlite) => Err(StoreError::Unsupported(
-                "the embedded SQLite store is not available yet; set DATABASE_URL to PostgreSQL",
-            )),
+            Some(BackendKind::Sqlite) => Ok(Store {
+                backend: Backend::Sqlite(sqlite::SqliteStore::connect(url, options).await?),
+            }),
             None => Err(StoreError::Unsupported(
                 "database URL must start with postgres://, postgresql:// or sqlite:",
             )),
@@ -108,37 +126,36 @@ impl Store {
     pub fn kind(&self) -> BackendKind {
         match &self.backend {
             Backend::Postgres(_) => BackendKind::Postgres,
+            Backend::Sqlite(_) => BackendKind::Sqlite,
         }
     }
 
     /// Applies the queue's migrations and ours (`migrations/<backend>`), once, even when several
     /// processes start together.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.migrate().await,
-        }
+        on_backend!(self, store => store.migrate().await)
     }
 
     /// Reachable, and every migration this build knows is applied.
     pub async fn ready(&self) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.ready().await,
-        }
+        on_backend!(self, store => store.ready().await)
     }
 
     /// Records the events of one delivery atomically: each new event is inserted by its natural
     /// key together with its `PostSettlement` job in the same transaction; a replay writes
     /// nothing; a conflict keeps the delivery in `event_conflicts`. Returns only after COMMIT.
     pub async fn record(&self, events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.record(events).await,
-        }
+        on_backend!(self, store => store.record(events).await)
     }
 
     /// The pool the job queue's own backend runs on (apalis needs the concrete pool).
     pub fn queue_pool(&self) -> QueuePool {
         match &self.backend {
             Backend::Postgres(store) => QueuePool::Postgres(store.pool().clone()),
+            Backend::Sqlite(store) => QueuePool::Sqlite {
+                pool: store.pool().clone(),
+                jobs_inserted: store.jobs_inserted(),
+            },
         }
     }
 
@@ -152,13 +169,7 @@ impl Store {
         attempts_max: u32,
         lock_timeout_ms: u64,
     ) -> Result<AttemptStart, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => {
-                store
-                    .start_attempt(job, worker, attempts_max, lock_timeout_ms)
-                    .await
-            }
-        }
+        on_backend!(self, store => store.start_attempt(job, worker, attempts_max, lock_timeout_ms).await)
     }
 
     /// The posting transaction: locks the event, returns early if it is settled, builds the
@@ -172,9 +183,7 @@ impl Store {
         rules: &PostingRules,
         lock_timeout_ms: u64,
     ) -> Result<Posted, PostError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.post(job, attempt, rules, lock_timeout_ms).await,
-        }
+        on_backend!(self, store => store.post(job, attempt, rules, lock_timeout_ms).await)
     }
 
     /// Records a failed attempt and carries out the decision: schedule the retry, or open a
@@ -186,16 +195,12 @@ impl Store {
         error: &PostError,
         decision: FailureDecision,
     ) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.fail_attempt(job, attempt, error, decision).await,
-        }
+        on_backend!(self, store => store.fail_attempt(job, attempt, error, decision).await)
     }
 
     /// Makes the job wait `delay_ms` before it is fetched again.
     pub async fn retry_later(&self, job_id: &str, delay_ms: u64) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.retry_later(job_id, delay_ms).await,
-        }
+        on_backend!(self, store => store.retry_later(job_id, delay_ms).await)
     }
 
     /// Dead-letters the event whose current job has an unreadable payload. `None` when no
@@ -205,38 +210,28 @@ impl Store {
         job_id: &str,
         detail: &str,
     ) -> Result<Option<EventId>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.dead_letter_unreadable_job(job_id, detail).await,
-        }
+        on_backend!(self, store => store.dead_letter_unreadable_job(job_id, detail).await)
     }
 
     /// Gives events left `recorded` without a live job (older than `grace_secs`) a fresh job.
     /// Safe to run from every process at once. Returns how many were re-enqueued.
     pub async fn sweep(&self, grace_secs: u64, batch_max: u32) -> Result<u64, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.sweep(grace_secs, batch_max).await,
-        }
+        on_backend!(self, store => store.sweep(grace_secs, batch_max).await)
     }
 
     /// The provider's id of an event (for logs and fault injection).
     pub async fn external_id(&self, event_id: EventId) -> Result<Option<String>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.external_id(event_id).await,
-        }
+        on_backend!(self, store => store.external_id(event_id).await)
     }
 
     /// Proves the connection keeps session state: a LISTEN on one connection hears a NOTIFY
     /// from another within `timeout`. Fails behind a transaction-mode pooler.
     pub async fn check_session_mode(&self, timeout: Duration) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.check_session_mode(timeout).await,
-        }
+        on_backend!(self, store => store.check_session_mode(timeout).await)
     }
 
     pub async fn event(&self, id: EventId) -> Result<Option<EventView>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.event(id).await,
-        }
+        on_backend!(self, store => store.event(id).await)
     }
 
     pub async fn event_by_key(
@@ -244,9 +239,7 @@ impl Store {
         source: &str,
         external_id: &str,
     ) -> Result<Option<EventView>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.event_by_key(source, external_id).await,
-        }
+        on_backend!(self, store => store.event_by_key(source, external_id).await)
     }
 
     /// Dead letters matching `filter` (`state: None` = any state), newest first.
@@ -255,15 +248,11 @@ impl Store {
         filter: &DeadLetterFilter,
         page: PageRequest,
     ) -> Result<Page<DeadLetterSummary>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.dead_letters(filter, page).await,
-        }
+        on_backend!(self, store => store.dead_letters(filter, page).await)
     }
 
     pub async fn dead_letter(&self, id: i64) -> Result<Option<DeadLetterDetail>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.dead_letter(id).await,
-        }
+        on_backend!(self, store => store.dead_letter(id).await)
     }
 
     /// Gives the dead letter's event a fresh job with fresh attempts, in one transaction with its
@@ -273,9 +262,7 @@ impl Store {
         id: i64,
         decision: &Decision,
     ) -> Result<Decided, DecisionError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.requeue_dead_letter(id, decision).await,
-        }
+        on_backend!(self, store => store.requeue_dead_letter(id, decision).await)
     }
 
     /// Closes the dead letter for good (the event never posts), with its audit row.
@@ -285,9 +272,7 @@ impl Store {
         id: i64,
         decision: &Decision,
     ) -> Result<Decided, DecisionError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.discard_dead_letter(id, decision).await,
-        }
+        on_backend!(self, store => store.discard_dead_letter(id, decision).await)
     }
 
     /// Conflicts (`state`: `open`, `resolved` or any), newest first.
@@ -296,15 +281,11 @@ impl Store {
         state: Option<&str>,
         page: PageRequest,
     ) -> Result<Page<ConflictView>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.conflicts(state, page).await,
-        }
+        on_backend!(self, store => store.conflicts(state, page).await)
     }
 
     pub async fn conflict(&self, id: i64) -> Result<Option<ConflictDetail>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.conflict(id).await,
-        }
+        on_backend!(self, store => store.conflict(id).await)
     }
 
     /// Acknowledges a conflict (the original stays authoritative), with its audit row.
@@ -313,9 +294,7 @@ impl Store {
         id: i64,
         decision: &Decision,
     ) -> Result<Decided, DecisionError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.resolve_conflict(id, decision).await,
-        }
+        on_backend!(self, store => store.resolve_conflict(id, decision).await)
     }
 
     /// The journal in (effective date, id) order after `after`, at most `limit` entries, each
@@ -326,16 +305,12 @@ impl Store {
         after: Option<JournalCursor>,
         limit: u32,
     ) -> Result<JournalPage, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.journal(filter, after, limit).await,
-        }
+        on_backend!(self, store => store.journal(filter, after, limit).await)
     }
 
     /// Non-zero balances per account and currency.
     pub async fn balances(&self, query: BalanceQuery) -> Result<Vec<BalanceRow>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.balances(query).await,
-        }
+        on_backend!(self, store => store.balances(query).await)
     }
 
     /// The payout beside the items carrying its id; `None` when settle knows neither.
@@ -343,9 +318,7 @@ impl Store {
         &self,
         payout_id: &str,
     ) -> Result<Option<Reconciliation>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.reconciliation(payout_id).await,
-        }
+        on_backend!(self, store => store.reconciliation(payout_id).await)
     }
 
     /// Every payout id in the journal after `after` (in id order), with its reconciliation status.
@@ -354,21 +327,40 @@ impl Store {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<PayoutSummary>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.payouts(after, limit).await,
-        }
+        on_backend!(self, store => store.payouts(after, limit).await)
     }
 
     /// Checks DESIGN §9's invariants against what is stored.
     pub async fn verify(&self) -> Result<Vec<Check>, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.verify().await,
-        }
+        on_backend!(self, store => store.verify().await)
     }
 
     pub async fn close(&self) {
-        match &self.backend {
-            Backend::Postgres(store) => store.close().await,
-        }
+        on_backend!(self, store => store.close().await)
+    }
+}
+
+/// `(kind, movement_id, facts, validation_error)` of an event as stored.
+fn content_columns(
+    content: &Content,
+) -> (
+    Option<&str>,
+    Option<&str>,
+    Option<serde_json::Value>,
+    Option<String>,
+) {
+    match content {
+        Content::Valid(event) => (
+            Some(event.kind().as_str()),
+            Some(event.movement_id().as_str()),
+            Some(event.to_canonical()),
+            None,
+        ),
+        Content::Invalid(invalid) => (
+            invalid.kind.as_deref(),
+            None,
+            None,
+            Some(invalid.error.to_string()),
+        ),
     }
 }

@@ -488,15 +488,7 @@ async fn reverse_payout(
         });
     }
     let reversal = posting::reversal_lines(&paid_lines);
-    let amounts = |lines: &[Line]| {
-        let mut amounts: Vec<(Currency, Decimal)> = lines
-            .iter()
-            .map(|l| (l.currency, l.amount.normalize()))
-            .collect();
-        amounts.sort();
-        amounts
-    };
-    if amounts(&reversal) != amounts(&draft.lines) {
+    if !posting::same_amounts(&reversal, &draft.lines) {
         return Err(PostError::ReversalMismatch {
             payout_id,
             detail: format!(

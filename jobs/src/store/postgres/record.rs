@@ -7,7 +7,8 @@ use super::{QUEUE_ATTEMPTS_MAX, StoreError};
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConflictId, EventId};
 use crate::job::POST_SETTLEMENT_QUEUE;
-use crate::record::{Content, EventStatus, NewEvent, Recorded};
+use crate::record::{EventStatus, NewEvent, Recorded};
+use crate::store::content_columns;
 
 /// Inserts the event and its job by natural key, or classifies the replay.
 pub(super) async fn record_one(
@@ -92,29 +93,4 @@ pub(super) async fn record_one(
         event_id,
         conflict_id,
     })
-}
-
-/// `(kind, movement_id, facts, validation_error)` as stored.
-fn content_columns(
-    content: &Content,
-) -> (
-    Option<&str>,
-    Option<&str>,
-    Option<serde_json::Value>,
-    Option<String>,
-) {
-    match content {
-        Content::Valid(event) => (
-            Some(event.kind().as_str()),
-            Some(event.movement_id().as_str()),
-            Some(event.to_canonical()),
-            None,
-        ),
-        Content::Invalid(invalid) => (
-            invalid.kind.as_deref(),
-            None,
-            None,
-            Some(invalid.error.to_string()),
-        ),
-    }
 }

@@ -15,15 +15,7 @@ use crate::review::{
 };
 use crate::store::StoreError;
 
-const EVENT_COLUMNS: &str = "e.id, e.source, e.external_id, e.status, e.kind, e.movement_id, e.fingerprint,
-    e.facts, e.validation_error, e.payload, e.job_id, e.posted_entry_id, e.received_at, e.status_changed_at";
-
-const DEAD_LETTER_COLUMNS: &str = "d.id, d.event_id, e.source, e.external_id, e.kind, d.state, d.error_class,
-    d.error_code, d.last_error, d.attempts, d.abandoned_at, d.decided_at, d.decided_by, d.decision_reason";
-
-const CONFLICT_COLUMNS: &str = "c.id, c.event_id, e.source, e.external_id, c.state, c.deliveries,
-    c.first_seen_at, c.last_seen_at, c.fingerprint, c.facts, c.validation_error, c.payload, c.resolved_at,
-    c.resolved_by, c.resolution_reason";
+use crate::store::rows::{CONFLICT_COLUMNS, DEAD_LETTER_COLUMNS, EVENT_COLUMNS};
 
 impl PgStore {
     pub(in crate::store) async fn event(
@@ -500,88 +492,4 @@ async fn insert_audit(
     Ok(())
 }
 
-fn event_view(row: &PgRow) -> Result<EventView, sqlx::Error> {
-    Ok(EventView {
-        id: row.try_get("id")?,
-        source: row.try_get("source")?,
-        external_id: row.try_get("external_id")?,
-        status: row.try_get("status")?,
-        kind: row.try_get("kind")?,
-        movement_id: row.try_get("movement_id")?,
-        fingerprint: row.try_get("fingerprint")?,
-        facts: row.try_get("facts")?,
-        validation_error: row.try_get("validation_error")?,
-        payload: row.try_get("payload")?,
-        job_id: row.try_get("job_id")?,
-        posted_entry_id: row.try_get("posted_entry_id")?,
-        received_at: row.try_get("received_at")?,
-        status_changed_at: row.try_get("status_changed_at")?,
-    })
-}
-
-fn dead_letter_summary(row: &PgRow) -> Result<DeadLetterSummary, sqlx::Error> {
-    Ok(DeadLetterSummary {
-        id: row.try_get("id")?,
-        event_id: row.try_get("event_id")?,
-        source: row.try_get("source")?,
-        external_id: row.try_get("external_id")?,
-        kind: row.try_get("kind")?,
-        state: row.try_get("state")?,
-        error_class: row.try_get("error_class")?,
-        error_code: row.try_get("error_code")?,
-        last_error: row.try_get("last_error")?,
-        attempts: row.try_get("attempts")?,
-        abandoned_at: row.try_get("abandoned_at")?,
-        decided_at: row.try_get("decided_at")?,
-        decided_by: row.try_get("decided_by")?,
-        decision_reason: row.try_get("decision_reason")?,
-    })
-}
-
-fn attempt_view(row: &PgRow) -> Result<AttemptView, sqlx::Error> {
-    Ok(AttemptView {
-        job_id: row.try_get("job_id")?,
-        attempt: row.try_get("attempt")?,
-        worker: row.try_get("worker")?,
-        started_at: row.try_get("started_at")?,
-        finished_at: row.try_get("finished_at")?,
-        outcome: row.try_get("outcome")?,
-        error_code: row.try_get("error_code")?,
-        error: row.try_get("error")?,
-    })
-}
-
-fn audit_view(row: &PgRow) -> Result<AuditView, sqlx::Error> {
-    Ok(AuditView {
-        id: row.try_get("id")?,
-        at: row.try_get("at")?,
-        actor: row.try_get("actor")?,
-        action: row.try_get("action")?,
-        reason: row.try_get("reason")?,
-        subject_type: row.try_get("subject_type")?,
-        subject_id: row.try_get("subject_id")?,
-        event_id: row.try_get("event_id")?,
-        before_state: row.try_get("before_state")?,
-        after_state: row.try_get("after_state")?,
-    })
-}
-
-fn conflict_view(row: &PgRow) -> Result<ConflictView, sqlx::Error> {
-    Ok(ConflictView {
-        id: row.try_get("id")?,
-        event_id: row.try_get("event_id")?,
-        source: row.try_get("source")?,
-        external_id: row.try_get("external_id")?,
-        state: row.try_get("state")?,
-        deliveries: row.try_get("deliveries")?,
-        first_seen_at: row.try_get("first_seen_at")?,
-        last_seen_at: row.try_get("last_seen_at")?,
-        fingerprint: row.try_get("fingerprint")?,
-        facts: row.try_get("facts")?,
-        validation_error: row.try_get("validation_error")?,
-        payload: row.try_get("payload")?,
-        resolved_at: row.try_get("resolved_at")?,
-        resolved_by: row.try_get("resolved_by")?,
-        resolution_reason: row.try_get("resolution_reason")?,
-    })
-}
+crate::store::rows::view_rows!(PgRow);

@@ -1,0 +1,223 @@
+//! Finance reads on SQLite (see the PostgreSQL module). Sums are taken over `amount_minor`,
+//! exact integers, and scaled back by each currency's exponent.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::SqliteStore;
+use crate::event::SettlementEvent;
+use crate::finance::{
+    BalanceQuery, BalanceRow, EntryView, JournalCursor, JournalFilter, JournalPage, LineView,
+    PayoutSummary, Reconciliation, ReconciliationItem, exact, reconcile,
+};
+use crate::store::StoreError;
+
+impl SqliteStore {
+    pub(in crate::store) async fn journal(
+        &self,
+        filter: &JournalFilter,
+        after: Option<JournalCursor>,
+        limit: u32,
+    ) -> Result<JournalPage, StoreError> {
+        let rows = sqlx::query(
+            "SELECT je.id, je.effective_date, je.recorded_at, je.source, je.kind, je.movement_id, je.payout_id,
+                    je.reference, je.description, je.event_id, je.reverses_entry_id,
+                    (SELECT r.id FROM journal_entries r WHERE r.reverses_entry_id = je.id) AS reversed_by_entry_id
+             FROM journal_entries je
+             WHERE (?1 IS NULL OR je.effective_date >= ?1) AND (?2 IS NULL OR je.effective_date <= ?2)
+               AND (?3 IS NULL OR EXISTS (SELECT 1 FROM journal_lines l WHERE l.entry_id = je.id AND l.account = ?3))
+               AND (?4 IS NULL OR EXISTS (SELECT 1 FROM journal_lines l WHERE l.entry_id = je.id AND l.currency = ?4))
+               AND (?5 IS NULL OR je.source = ?5) AND (?6 IS NULL OR je.kind = ?6)
+               AND (?7 IS NULL OR je.reference = ?7) AND (?8 IS NULL OR je.payout_id = ?8)
+               AND (?9 IS NULL OR (je.effective_date, je.id) > (?9, ?10))
+             ORDER BY je.effective_date, je.id
+             LIMIT ?11",
+        )
+        .bind(filter.from)
+        .bind(filter.to)
+        .bind(filter.account.as_deref())
+        .bind(filter.currency.as_deref())
+        .bind(filter.source.as_deref())
+        .bind(filter.kind.as_deref())
+        .bind(filter.reference.as_deref())
+        .bind(filter.payout_id.as_deref())
+        .bind(after.map(|c| c.effective_date))
+        .bind(after.map(|c| c.id).unwrap_or_default())
+        .bind(i64::from(limit) + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut items = rows.iter().map(entry_view).collect::<Result<Vec<_>, _>>()?;
+        let more = items.len() > limit as usize;
+        items.truncate(limit as usize);
+        self.attach_lines(&mut items).await?;
+        let next_cursor = if more {
+            items.last().map(|e| e.cursor().to_string())
+        } else {
+            None
+        };
+        Ok(JournalPage { items, next_cursor })
+    }
+
+    async fn attach_lines(&self, entries: &mut [EntryView]) -> Result<(), StoreError> {
+        let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
+        let ids = serde_json::to_string(&ids).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let rows: Vec<(i64, i32, String, String, String)> = sqlx::query_as(
+            "SELECT entry_id, line_no, account, currency, amount FROM journal_lines
+             WHERE entry_id IN (SELECT value FROM json_each(?1)) ORDER BY entry_id, line_no",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut by_entry: HashMap<i64, Vec<LineView>> = HashMap::with_capacity(entries.len());
+        for (entry_id, line_no, account, currency, amount) in rows {
+            by_entry.entry(entry_id).or_default().push(LineView {
+                line_no,
+                account,
+                currency,
+                amount,
+            });
+        }
+        for entry in entries {
+            entry.lines = by_entry.remove(&entry.id).unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    pub(in crate::store) async fn balances(
+        &self,
+        query: BalanceQuery,
+    ) -> Result<Vec<BalanceRow>, StoreError> {
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT l.account, l.currency, sum(l.amount_minor) FROM journal_lines l
+             JOIN journal_entries je ON je.id = l.entry_id
+             WHERE (?1 IS NULL OR je.effective_date <= ?1)
+               AND (?2 IS NULL OR je.recorded_at <= ?2)
+             GROUP BY l.account, l.currency HAVING sum(l.amount_minor) <> 0
+             ORDER BY l.account, l.currency",
+        )
+        .bind(query.as_of)
+        .bind(query.recorded_at)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(account, currency, minor)| BalanceRow {
+                balance: exact(major(minor, &currency), &currency),
+                account,
+                currency,
+            })
+            .collect())
+    }
+
+    pub(in crate::store) async fn reconciliation(
+        &self,
+        payout_id: &str,
+    ) -> Result<Option<Reconciliation>, StoreError> {
+        let payout = sqlx::query(
+            "SELECT je.id, e.facts, EXISTS (SELECT 1 FROM journal_entries r WHERE r.reverses_entry_id = je.id) AS reversed
+             FROM journal_entries je JOIN settlement_events e ON e.id = je.event_id
+             WHERE je.kind = 'payout_paid' AND je.payout_id = ?1 ORDER BY je.id LIMIT 1",
+        )
+        .bind(payout_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let payout = match payout {
+            Some(row) => {
+                let event = stored_event(&row)?;
+                Some((
+                    row.try_get("id")?,
+                    -event.balance_effect(),
+                    event.currency().code().to_owned(),
+                    row.try_get("reversed")?,
+                ))
+            }
+            None => None,
+        };
+        let rows = sqlx::query(
+            "SELECT je.id, je.kind, je.movement_id, je.effective_date, e.facts
+             FROM journal_entries je JOIN settlement_events e ON e.id = je.event_id
+             WHERE je.payout_id = ?1 AND je.kind NOT IN ('payout_paid', 'payout_failed')
+             ORDER BY je.effective_date, je.id",
+        )
+        .bind(payout_id)
+        .fetch_all(&self.pool)
+        .await?;
+        if payout.is_none() && rows.is_empty() {
+            return Ok(None);
+        }
+        let mut items = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let event = stored_event(row)?;
+            let currency = event.currency().code().to_owned();
+            let net = event.balance_effect();
+            let effective_date: NaiveDate = row.try_get("effective_date")?;
+            let item = ReconciliationItem {
+                entry_id: row.try_get("id")?,
+                kind: row.try_get("kind")?,
+                movement_id: row.try_get("movement_id")?,
+                effective_date,
+                net: exact(net, &currency),
+            };
+            items.push((item, net, currency));
+        }
+        Ok(Some(reconcile(payout_id, payout, items)))
+    }
+
+    pub(in crate::store) async fn payouts(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PayoutSummary>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT payout_id FROM journal_entries
+             WHERE payout_id IS NOT NULL AND (?1 IS NULL OR payout_id > ?1)
+             ORDER BY payout_id LIMIT ?2",
+        )
+        .bind(after)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut summaries = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(reconciliation) = self.reconciliation(&id).await? {
+                summaries.push(PayoutSummary::from(&reconciliation));
+            }
+        }
+        Ok(summaries)
+    }
+}
+
+fn stored_event(row: &SqliteRow) -> Result<SettlementEvent, StoreError> {
+    let facts: serde_json::Value = row.try_get("facts")?;
+    SettlementEvent::from_stored(&facts).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn entry_view(row: &SqliteRow) -> Result<EntryView, sqlx::Error> {
+    Ok(EntryView {
+        id: row.try_get("id")?,
+        effective_date: row.try_get("effective_date")?,
+        recorded_at: row.try_get("recorded_at")?,
+        source: row.try_get("source")?,
+        kind: row.try_get("kind")?,
+        movement_id: row.try_get("movement_id")?,
+        payout_id: row.try_get("payout_id")?,
+        reference: row.try_get("reference")?,
+        description: row.try_get("description")?,
+        event_id: row.try_get("event_id")?,
+        reverses_entry_id: row.try_get("reverses_entry_id")?,
+        reversed_by_entry_id: row.try_get("reversed_by_entry_id")?,
+        lines: Vec::new(),
+    })
+}
+
+/// Minor units back to major units with the currency's exponent.
+fn major(minor: i64, currency: &str) -> Decimal {
+    let exponent = crate::money::Currency::parse(currency)
+        .map(crate::money::Currency::exponent)
+        .unwrap_or(0);
+    Decimal::new(minor, exponent)
+}

@@ -1,0 +1,580 @@
+//! The `PostSettlement` job's storage on SQLite (see the PostgreSQL module for the contract):
+//! every writing transaction holds the database's write lock, which is what PostgreSQL's row
+//! locks give there.
+
+use rust_decimal::Decimal;
+use sqlx::Row;
+use sqlx::sqlite::SqliteConnection;
+
+use super::{SqliteStore, insert_job, now};
+use crate::event::{Kind, SettlementEvent};
+use crate::ids::{EventId, SourceName};
+use crate::job::{
+    AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, PostError, Posted,
+};
+use crate::money::Currency;
+use crate::posting::{self, EntryDraft, Line, PostingRules};
+use crate::record::EventStatus;
+use crate::store::StoreError;
+
+const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
+
+impl SqliteStore {
+    pub(in crate::store) async fn start_attempt(
+        &self,
+        job: &JobRef,
+        worker: &str,
+        attempts_max: u32,
+        _lock_timeout_ms: u64,
+    ) -> Result<AttemptStart, StoreError> {
+        let mut tx = self.write().await?;
+        let Some((status, current_job)) = event_state(&mut tx, job.event_id).await? else {
+            tx.commit().await?;
+            return Ok(AttemptStart::Stray);
+        };
+        if status != EventStatus::Recorded || current_job != job.job_id {
+            tx.commit().await?;
+            return Ok(AttemptStart::NothingToDo);
+        }
+        let died: Vec<i64> = sqlx::query_scalar(
+            "UPDATE job_attempts SET finished_at = ?2, outcome = ?3, error_code = 'worker_died', error = ?4
+             WHERE job_id = ?1 AND finished_at IS NULL RETURNING attempt",
+        )
+        .bind(&job.job_id)
+        .bind(now())
+        .bind(AttemptOutcome::Died.as_str())
+        .bind(DIED)
+        .fetch_all(&mut *tx)
+        .await?;
+        let started: i64 = sqlx::query_scalar(
+            "SELECT coalesce(max(attempt), 0) FROM job_attempts WHERE job_id = ?1",
+        )
+        .bind(&job.job_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let started = u32::try_from(started).unwrap_or(0);
+        let outcome = if started >= attempts_max {
+            let (code, error) = last_error(&mut tx, &job.job_id).await?;
+            abandon(&mut tx, job, ErrorClass::Exhausted, &code, &error, started).await?;
+            AttemptStart::Exhausted
+        } else if !died.is_empty() {
+            AttemptStart::Rescued { attempts: started }
+        } else {
+            let attempt = started + 1;
+            sqlx::query("INSERT INTO job_attempts (event_id, job_id, attempt, worker, started_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .bind(job.event_id.get())
+                .bind(&job.job_id)
+                .bind(i64::from(attempt))
+                .bind(worker)
+                .bind(now())
+                .execute(&mut *tx)
+                .await?;
+            AttemptStart::Run { attempt }
+        };
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Waiting for the lock is bounded by the busy timeout, not `lock_timeout_ms`.
+    pub(in crate::store) async fn post(
+        &self,
+        job: &JobRef,
+        attempt: u32,
+        rules: &PostingRules,
+        _lock_timeout_ms: u64,
+    ) -> Result<Posted, PostError> {
+        let mut tx = self.write().await?;
+        let row = sqlx::query("SELECT source, status, job_id, facts, validation_error FROM settlement_events WHERE id = ?1")
+            .bind(job.event_id.get())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(StoreError::from)?
+            .ok_or_else(|| PostError::CorruptEvent(format!("event {} does not exist", job.event_id)))?;
+        let status: String = row.try_get("status").map_err(StoreError::from)?;
+        let current_job: String = row.try_get("job_id").map_err(StoreError::from)?;
+        if status != EventStatus::Recorded.as_str() || current_job != job.job_id {
+            finish_attempt(&mut tx, job, attempt, AttemptOutcome::Settled, None).await?;
+            tx.commit().await.map_err(StoreError::from)?;
+            return Ok(Posted::AlreadySettled);
+        }
+        if let Some(error) = row
+            .try_get::<Option<String>, _>("validation_error")
+            .map_err(StoreError::from)?
+        {
+            return Err(PostError::InvalidFacts(error));
+        }
+        let facts: serde_json::Value = row.try_get("facts").map_err(StoreError::from)?;
+        let event = SettlementEvent::from_stored(&facts)
+            .map_err(|e| PostError::CorruptEvent(e.to_string()))?;
+        let source_text: String = row.try_get("source").map_err(StoreError::from)?;
+        let source =
+            SourceName::parse(&source_text).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
+
+        let mut draft = posting::draft(&source, &event, &rules.accounts(&source));
+        let reverses = if event.kind() == Kind::PayoutFailed {
+            Some(reverse_payout(&mut tx, &source, &event, &mut draft).await?)
+        } else {
+            None
+        };
+        if !draft.is_balanced() {
+            return Err(PostError::Unbalanced(draft.source_key));
+        }
+        let fingerprint = event.fingerprint().to_hex();
+        let existing: Option<(i64, String)> = sqlx::query_as(
+            "SELECT id, request_fingerprint FROM journal_entries WHERE source_key = ?1",
+        )
+        .bind(&draft.source_key)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(StoreError::from)?;
+        let outcome = match existing {
+            Some((entry_id, stored)) if stored == fingerprint => Posted::Replayed { entry_id },
+            Some(_) => {
+                return Err(PostError::SourceReplayConflict {
+                    source_key: draft.source_key,
+                });
+            }
+            None => Posted::New {
+                entry_id: insert_entry(
+                    &mut tx,
+                    job,
+                    &source,
+                    &event,
+                    &draft,
+                    &fingerprint,
+                    reverses,
+                )
+                .await?,
+            },
+        };
+        let (Posted::New { entry_id } | Posted::Replayed { entry_id }) = outcome else {
+            return Ok(outcome);
+        };
+        set_event_status(
+            &mut tx,
+            job.event_id,
+            EventStatus::Recorded,
+            EventStatus::Posted,
+            Some(entry_id),
+        )
+        .await?;
+        finish_attempt(&mut tx, job, attempt, AttemptOutcome::Posted, None).await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(outcome)
+    }
+
+    pub(in crate::store) async fn fail_attempt(
+        &self,
+        job: &JobRef,
+        attempt: u32,
+        error: &PostError,
+        decision: FailureDecision,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.write().await?;
+        let outcome = if error.is_transient() {
+            AttemptOutcome::Transient
+        } else {
+            AttemptOutcome::Permanent
+        };
+        finish_attempt(&mut tx, job, attempt, outcome, Some(error)).await?;
+        match decision {
+            FailureDecision::RetryAfterMs(delay_ms) => {
+                retry_later(&mut tx, &job.job_id, delay_ms).await?
+            }
+            FailureDecision::DeadLetter(class) => {
+                if let Some((EventStatus::Recorded, current)) =
+                    event_state(&mut tx, job.event_id).await?
+                    && current == job.job_id
+                {
+                    abandon(
+                        &mut tx,
+                        job,
+                        class,
+                        error.code(),
+                        &error.to_string(),
+                        attempt,
+                    )
+                    .await?;
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(in crate::store) async fn retry_later(
+        &self,
+        job_id: &str,
+        delay_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.write().await?;
+        retry_later(&mut tx, job_id, delay_ms).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(in crate::store) async fn dead_letter_unreadable_job(
+        &self,
+        job_id: &str,
+        detail: &str,
+    ) -> Result<Option<EventId>, StoreError> {
+        let mut tx = self.write().await?;
+        let event: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM settlement_events WHERE job_id = ?1 AND status = ?2",
+        )
+        .bind(job_id)
+        .bind(EventStatus::Recorded.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(event_id) = event.map(EventId::new) else {
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let job = JobRef {
+            job_id: job_id.to_owned(),
+            event_id,
+        };
+        let error = PostError::UndecodableJob(detail.to_owned());
+        abandon(
+            &mut tx,
+            &job,
+            ErrorClass::Permanent,
+            error.code(),
+            &error.to_string(),
+            0,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(event_id))
+    }
+
+    pub(in crate::store) async fn sweep(
+        &self,
+        grace_secs: u64,
+        batch_max: u32,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.write().await?;
+        let cutoff =
+            now() - chrono::Duration::seconds(i64::try_from(grace_secs).unwrap_or(i64::MAX / 2));
+        let stranded: Vec<i64> = sqlx::query_scalar(
+            "SELECT e.id FROM settlement_events e LEFT JOIN Jobs j ON j.id = e.job_id
+             WHERE e.status = ?1 AND e.received_at < ?2
+               AND (j.id IS NULL OR j.status IN ('Done', 'Killed') OR (j.status = 'Failed' AND j.attempts >= j.max_attempts))
+             ORDER BY e.id LIMIT ?3",
+        )
+        .bind(EventStatus::Recorded.as_str())
+        .bind(cutoff)
+        .bind(i64::from(batch_max))
+        .fetch_all(&mut *tx)
+        .await?;
+        let count = enqueue_fresh_jobs(&mut tx, &stranded).await?;
+        tx.commit().await?;
+        if count > 0 {
+            self.jobs_inserted.notify_waiters();
+        }
+        Ok(count)
+    }
+}
+
+/// Points each event at a fresh job and inserts those jobs. Returns the new job ids.
+pub(super) async fn enqueue_fresh_jobs(
+    conn: &mut SqliteConnection,
+    event_ids: &[i64],
+) -> Result<u64, StoreError> {
+    for &event_id in event_ids {
+        let job_id = ulid::Ulid::generate().to_string();
+        sqlx::query("UPDATE settlement_events SET job_id = ?2 WHERE id = ?1")
+            .bind(event_id)
+            .bind(&job_id)
+            .execute(&mut *conn)
+            .await?;
+        insert_job(conn, &job_id, event_id).await?;
+    }
+    Ok(event_ids.len() as u64)
+}
+
+/// The one transition function of the event state machine.
+pub(super) async fn set_event_status(
+    conn: &mut SqliteConnection,
+    event_id: EventId,
+    from: EventStatus,
+    to: EventStatus,
+    posted_entry_id: Option<i64>,
+) -> Result<(), StoreError> {
+    let invalid = || StoreError::InvalidTransition {
+        from: from.as_str(),
+        to: to.as_str(),
+    };
+    if !from.can_become(to) {
+        return Err(invalid());
+    }
+    let done = sqlx::query(
+        "UPDATE settlement_events
+         SET status = ?3, status_changed_at = ?4, posted_entry_id = coalesce(?5, posted_entry_id)
+         WHERE id = ?1 AND status = ?2",
+    )
+    .bind(event_id.get())
+    .bind(from.as_str())
+    .bind(to.as_str())
+    .bind(now())
+    .bind(posted_entry_id)
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(invalid())
+    }
+}
+
+async fn event_state(
+    conn: &mut SqliteConnection,
+    event_id: EventId,
+) -> Result<Option<(EventStatus, String)>, StoreError> {
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT status, job_id FROM settlement_events WHERE id = ?1")
+            .bind(event_id.get())
+            .fetch_optional(&mut *conn)
+            .await?;
+    row.map(|(status, job_id)| {
+        EventStatus::parse(&status)
+            .map(|status| (status, job_id))
+            .ok_or_else(|| StoreError::Corrupt(format!("event {event_id} has status {status:?}")))
+    })
+    .transpose()
+}
+
+async fn abandon(
+    conn: &mut SqliteConnection,
+    job: &JobRef,
+    class: ErrorClass,
+    code: &str,
+    error: &str,
+    attempts: u32,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO dead_letters (event_id, job_id, error_class, error_code, last_error, attempts, abandoned_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .bind(job.event_id.get())
+    .bind(&job.job_id)
+    .bind(class.as_str())
+    .bind(code)
+    .bind(error)
+    .bind(i64::from(attempts))
+    .bind(now())
+    .execute(&mut *conn)
+    .await?;
+    set_event_status(
+        conn,
+        job.event_id,
+        EventStatus::Recorded,
+        EventStatus::Abandoned,
+        None,
+    )
+    .await
+}
+
+async fn finish_attempt(
+    conn: &mut SqliteConnection,
+    job: &JobRef,
+    attempt: u32,
+    outcome: AttemptOutcome,
+    error: Option<&PostError>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE job_attempts SET finished_at = ?3, outcome = ?4, error_code = ?5, error = ?6
+         WHERE job_id = ?1 AND attempt = ?2",
+    )
+    .bind(&job.job_id)
+    .bind(i64::from(attempt))
+    .bind(now())
+    .bind(outcome.as_str())
+    .bind(error.map(PostError::code))
+    .bind(error.map(ToString::to_string))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+async fn last_error(
+    conn: &mut SqliteConnection,
+    job_id: &str,
+) -> Result<(String, String), StoreError> {
+    let row: Option<(Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT error_code, error FROM job_attempts WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1")
+            .bind(job_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let (code, error) = row.unwrap_or_default();
+    Ok((
+        code.unwrap_or_else(|| "attempts_exhausted".into()),
+        error.unwrap_or_else(|| "every attempt was used".into()),
+    ))
+}
+
+/// apalis-sqlite counts `run_at` in whole seconds: a delay is rounded up to the next second.
+async fn retry_later(
+    conn: &mut SqliteConnection,
+    job_id: &str,
+    delay_ms: u64,
+) -> Result<(), StoreError> {
+    let run_at = now().timestamp() + i64::try_from(delay_ms.div_ceil(1000)).unwrap_or(i64::MAX / 2);
+    sqlx::query("UPDATE Jobs SET run_at = ?2 WHERE id = ?1")
+        .bind(job_id)
+        .bind(run_at)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+async fn reverse_payout(
+    conn: &mut SqliteConnection,
+    source: &SourceName,
+    event: &SettlementEvent,
+    draft: &mut EntryDraft,
+) -> Result<i64, PostError> {
+    let payout_id = event
+        .payout_id()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    let paid_key = posting::source_key(source, Kind::PayoutPaid, &payout_id);
+    let paid: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM journal_entries WHERE source_key = ?1")
+            .bind(&paid_key)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(StoreError::from)?;
+    let Some(paid_id) = paid else {
+        return Err(PostError::DependencyNotReady { payout_id });
+    };
+    if let Some(reversal) =
+        sqlx::query_scalar::<_, i64>("SELECT id FROM journal_entries WHERE reverses_entry_id = ?1")
+            .bind(paid_id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(StoreError::from)?
+    {
+        let key = posting::source_key(source, Kind::PayoutFailed, event.movement_id().as_str());
+        let same_key: bool =
+            sqlx::query_scalar("SELECT source_key = ?2 FROM journal_entries WHERE id = ?1")
+                .bind(reversal)
+                .bind(&key)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(StoreError::from)?;
+        if !same_key {
+            return Err(PostError::ReversalMismatch {
+                payout_id,
+                detail: "that payout's entry is already reversed".into(),
+            });
+        }
+    }
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT account, currency, amount FROM journal_lines WHERE entry_id = ?1 ORDER BY line_no",
+    )
+    .bind(paid_id)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(StoreError::from)?;
+    let mut paid_lines = Vec::with_capacity(rows.len());
+    for (account, currency, amount) in rows {
+        let currency =
+            Currency::parse(&currency).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
+        let amount: Decimal = amount
+            .parse()
+            .map_err(|_| PostError::CorruptEvent(format!("amount {amount:?}")))?;
+        paid_lines.push(Line {
+            account,
+            currency,
+            amount,
+        });
+    }
+    let reversal = posting::reversal_lines(&paid_lines);
+    if !posting::same_amounts(&reversal, &draft.lines) {
+        return Err(PostError::ReversalMismatch {
+            payout_id,
+            detail: format!("the failure is for {}", event.currency()),
+        });
+    }
+    draft.lines = reversal;
+    Ok(paid_id)
+}
+
+/// Writes the lines first, then the entry (its insert checks the lines balance).
+async fn insert_entry(
+    conn: &mut SqliteConnection,
+    job: &JobRef,
+    source: &SourceName,
+    event: &SettlementEvent,
+    draft: &EntryDraft,
+    fingerprint: &str,
+    reverses: Option<i64>,
+) -> Result<i64, PostError> {
+    let entry_id: i64 = sqlx::query_scalar(
+        "SELECT max(coalesce((SELECT max(id) FROM journal_entries), 0),
+                    coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'journal_entries'), 0)) + 1",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(StoreError::from)?;
+    for (i, line) in draft.lines.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO journal_lines (entry_id, line_no, account, currency, amount, amount_minor)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .bind(entry_id)
+        .bind(i as i64 + 1)
+        .bind(&line.account)
+        .bind(line.currency.code())
+        .bind(exact_text(line))
+        .bind(minor_units(line)?)
+        .execute(&mut *conn)
+        .await
+        .map_err(StoreError::from)?;
+    }
+    sqlx::query(
+        "INSERT INTO journal_entries (id, source_key, event_id, source, kind, movement_id, payout_id, reference,
+                                      request_fingerprint, effective_date, description, reverses_entry_id, recorded_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )
+    .bind(entry_id)
+    .bind(&draft.source_key)
+    .bind(job.event_id.get())
+    .bind(source.as_str())
+    .bind(event.kind().as_str())
+    .bind(event.movement_id().as_str())
+    .bind(event.payout_id().map(|p| p.as_str()))
+    .bind(event.reference().map(|r| r.as_str()))
+    .bind(fingerprint)
+    .bind(draft.effective_date)
+    .bind(&draft.description)
+    .bind(reverses)
+    .bind(now())
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::from)?;
+    Ok(entry_id)
+}
+
+fn exact_text(line: &Line) -> String {
+    let mut amount = line.amount;
+    amount.rescale(line.currency.exponent());
+    amount.to_string()
+}
+
+/// The line's amount in its currency's minor units, exactly (or a corrupt-entry error).
+fn minor_units(line: &Line) -> Result<i64, PostError> {
+    let mut scaled = line.amount * Decimal::from(10i64.pow(line.currency.exponent()));
+    scaled = scaled.normalize();
+    if scaled.scale() != 0 {
+        return Err(PostError::Unbalanced(format!(
+            "{} is finer than {}",
+            line.amount, line.currency
+        )));
+    }
+    scaled
+        .to_string()
+        .parse()
+        .map_err(|_| PostError::Unbalanced(format!("{} is out of range", line.amount)))
+}

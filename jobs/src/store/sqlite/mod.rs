@@ -1,0 +1,228 @@
+//! SQLite: the embedded default, the whole system in one process with zero setup. One file in
+//! WAL mode with `synchronous = FULL` (a 2xx means the commit reached the disk), a busy timeout,
+//! and foreign keys on. Where PostgreSQL locks rows, SQLite takes the database's write lock at
+//! the start of every writing transaction (`BEGIN IMMEDIATE`): writers run one after another, so
+//! the same checks are never raced. Where PostgreSQL has LISTEN/NOTIFY, a committed job insert
+//! wakes this process' workers directly.
+
+mod finance;
+mod jobs;
+mod review;
+mod verify;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, Transaction};
+use tokio::sync::Notify;
+
+use super::{StoreError, StoreOptions, content_columns};
+use crate::fingerprint::Fingerprint;
+use crate::ids::{ConflictId, EventId};
+use crate::job::POST_SETTLEMENT_QUEUE;
+use crate::record::{EventStatus, NewEvent, Recorded};
+
+/// See the PostgreSQL store: apalis must never give up on a job by itself.
+const QUEUE_ATTEMPTS_MAX: i64 = 1_000_000;
+/// How long a writer waits for the write lock before the operation fails transiently.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+
+#[derive(Clone, Debug)]
+pub(super) struct SqliteStore {
+    pool: SqlitePool,
+    /// Woken after a commit that inserted jobs.
+    jobs_inserted: Arc<Notify>,
+}
+
+fn now() -> DateTime<Utc> {
+    Utc::now()
+}
+
+impl SqliteStore {
+    pub(super) async fn connect(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+        let connect = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(options.connections_max.clamp(1, 8))
+            .acquire_timeout(options.acquire_timeout())
+            .connect_with(connect)
+            .await?;
+        Ok(Self {
+            pool,
+            jobs_inserted: Arc::new(Notify::new()),
+        })
+    }
+
+    pub(super) fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    pub(super) fn jobs_inserted(&self) -> Arc<Notify> {
+        self.jobs_inserted.clone()
+    }
+
+    pub(super) async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// A writing transaction: the write lock is taken now, not at the first write, so two
+    /// writers never deadlock upgrading their locks.
+    async fn write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    pub(super) async fn migrate(&self) -> Result<(), StoreError> {
+        // Both migrators share `_sqlx_migrations` on SQLite; each ignores the other's rows.
+        let mut queue = apalis_sqlite::SqliteStorage::migrations();
+        queue.set_ignore_missing(true);
+        queue.run(&self.pool).await?;
+        let mut ours = sqlx::migrate!("../migrations/sqlite");
+        ours.set_ignore_missing(true);
+        ours.run(&self.pool).await?;
+        Ok(())
+    }
+
+    pub(super) async fn ready(&self) -> Result<(), StoreError> {
+        let applied: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(&self.pool)
+                .await?;
+        let pending: Vec<String> = MIGRATOR
+            .iter()
+            .filter(|m| !applied.contains(&m.version))
+            .map(|m| format!("{}_{}", m.version, m.description))
+            .collect();
+        if pending.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::MigrationsPending(pending.join(", ")))
+        }
+    }
+
+    /// One process owns the file and workers are woken in-process: no session state to check.
+    pub(super) async fn check_session_mode(&self, _timeout: Duration) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    pub(super) async fn external_id(
+        &self,
+        event_id: EventId,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT external_id FROM settlement_events WHERE id = ?1")
+                .bind(event_id.get())
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    pub(super) async fn record(&self, events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
+        let mut tx = self.write().await?;
+        let mut outcomes = Vec::with_capacity(events.len());
+        for event in events {
+            outcomes.push(record_one(&mut tx, event).await?);
+        }
+        tx.commit().await?;
+        if outcomes.iter().any(|o| matches!(o, Recorded::New(_))) {
+            self.jobs_inserted.notify_waiters();
+        }
+        Ok(outcomes)
+    }
+}
+
+async fn record_one(conn: &mut SqliteConnection, event: &NewEvent) -> Result<Recorded, StoreError> {
+    let fingerprint = event.fingerprint().to_hex();
+    let (kind, movement_id, facts, validation_error) = content_columns(&event.content);
+    let job_id = ulid::Ulid::generate().to_string();
+    let at = now();
+    let inserted: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO settlement_events
+             (source, external_id, status, kind, movement_id, fingerprint, facts, validation_error, payload,
+              job_id, received_at, status_changed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
+         ON CONFLICT (source, external_id) DO NOTHING
+         RETURNING id",
+    )
+    .bind(event.source.as_str())
+    .bind(event.external_id.as_str())
+    .bind(EventStatus::Recorded.as_str())
+    .bind(kind)
+    .bind(movement_id)
+    .bind(&fingerprint)
+    .bind(facts.as_ref().map(|f| f.to_string()))
+    .bind(&validation_error)
+    .bind(&event.payload)
+    .bind(&job_id)
+    .bind(at)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(id) = inserted {
+        insert_job(conn, &job_id, id).await?;
+        return Ok(Recorded::New(EventId::new(id)));
+    }
+    let row = sqlx::query(
+        "SELECT id, fingerprint FROM settlement_events WHERE source = ?1 AND external_id = ?2",
+    )
+    .bind(event.source.as_str())
+    .bind(event.external_id.as_str())
+    .fetch_one(&mut *conn)
+    .await?;
+    let event_id = EventId::new(row.try_get("id")?);
+    let stored: String = row.try_get("fingerprint")?;
+    let stored = Fingerprint::parse_hex(&stored)
+        .map_err(|e| StoreError::Corrupt(format!("event {event_id}: {e}")))?;
+    if stored.to_hex() == fingerprint {
+        return Ok(Recorded::Duplicate(event_id));
+    }
+    let conflict_id: i64 = sqlx::query_scalar(
+        "INSERT INTO event_conflicts (event_id, fingerprint, facts, validation_error, payload, first_seen_at, last_seen_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+         ON CONFLICT (event_id, fingerprint) DO UPDATE
+             SET deliveries = deliveries + 1, last_seen_at = excluded.last_seen_at
+         RETURNING id",
+    )
+    .bind(event_id.get())
+    .bind(&fingerprint)
+    .bind(facts.as_ref().map(|f| f.to_string()))
+    .bind(&validation_error)
+    .bind(&event.payload)
+    .bind(at)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(Recorded::Conflict {
+        event_id,
+        conflict_id: ConflictId::new(conflict_id),
+    })
+}
+
+/// Inserts the event's job into apalis-sqlite's `Jobs` table, due now.
+async fn insert_job(
+    conn: &mut SqliteConnection,
+    job_id: &str,
+    event_id: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO Jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority)
+         VALUES (CAST(json_object('event_id', ?1) AS BLOB), ?2, ?3, 'Pending', 0, ?4, ?5, 0)",
+    )
+    .bind(event_id)
+    .bind(job_id)
+    .bind(POST_SETTLEMENT_QUEUE)
+    .bind(QUEUE_ATTEMPTS_MAX)
+    .bind(now().timestamp())
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
