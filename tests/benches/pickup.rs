@@ -28,7 +28,7 @@ async fn main() {
             let status: String =
                 sqlx::query_scalar("SELECT status FROM settlement_events WHERE id = $1")
                     .bind(event_id)
-                    .fetch_one(&app.pool)
+                    .fetch_one(app.pg())
                     .await
                     .expect("status");
             if status == "posted" {

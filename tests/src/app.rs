@@ -4,11 +4,11 @@
 use std::net::SocketAddr;
 
 use ops::{App, Config, Role};
-use sqlx::PgPool;
+use sqlx::{PgPool, SqlitePool};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::db::TestDb;
+use crate::db::{Database, SqliteFile, TestDb};
 use crate::sign;
 
 /// The `std` source's current secret (the Standard Webhooks public test secret).
@@ -33,8 +33,8 @@ pub const STANDARD_SECRET_UNKNOWN: &str = "whsec_bm90IGEgc2VjcmV0IG9mIG91cnM=";
 pub struct TestApp {
     pub addr: SocketAddr,
     pub http: reqwest::Client,
-    pub db: TestDb,
-    pub pool: PgPool,
+    pub database: Database,
+    pool: Pool,
     /// The app's own store, for driving jobs directly.
     pub store: jobs::Store,
     shutdown: CancellationToken,
@@ -53,9 +53,35 @@ sweep_grace_secs = 1
 drain_timeout_secs = 5
 "#;
 
+/// Which store a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Backend {
+    #[default]
+    Postgres,
+    Sqlite,
+}
+
+/// Runs the same query on whichever pool the test has (the SQL must suit both).
+macro_rules! on_pool {
+    ($self:ident, $pool:ident => $call:expr) => {
+        match &$self.pool {
+            Pool::Postgres($pool) => $call,
+            Pool::Sqlite($pool) => $call,
+        }
+    };
+}
+
+/// The test's own connection, for assertions.
+#[derive(Debug)]
+enum Pool {
+    Postgres(PgPool),
+    Sqlite(SqlitePool),
+}
+
 /// How to start the app under test.
 #[derive(Debug, Clone)]
 pub struct AppOptions {
+    pub backend: Backend,
     pub role: Role,
     /// Top-level TOML appended to the test configuration (limits, `[database]`...).
     pub extra: String,
@@ -66,6 +92,7 @@ pub struct AppOptions {
 impl Default for AppOptions {
     fn default() -> Self {
         Self {
+            backend: Backend::Postgres,
             role: Role::Serve,
             extra: String::new(),
             workers: FAST_WORKERS.to_owned(),
@@ -140,14 +167,28 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
     )
 }
 
+impl AppOptions {
+    /// The defaults, on `backend`.
+    pub fn on(backend: Backend) -> Self {
+        Self {
+            backend,
+            ..Self::default()
+        }
+    }
+}
+
 pub async fn spawn(options: AppOptions) -> TestApp {
-    let db = TestDb::create().await;
-    start(db, options).await
+    let database = match options.backend {
+        Backend::Postgres => Database::Postgres(TestDb::create().await),
+        Backend::Sqlite => Database::Sqlite(SqliteFile::create()),
+    };
+    start(database, options).await
 }
 
 /// Starts the app over an existing database (for example after a previous app stopped).
-pub async fn start(db: TestDb, options: AppOptions) -> TestApp {
-    let config = Config::from_toml(&config_toml(&db.url, &options)).expect("test configuration");
+pub async fn start(database: Database, options: AppOptions) -> TestApp {
+    let config =
+        Config::from_toml(&config_toml(&database.url(), &options)).expect("test configuration");
     ops::telemetry::init();
     let app = App::build(&config, options.role).await.expect("app builds");
     let addr = match options.role {
@@ -157,11 +198,18 @@ pub async fn start(db: TestDb, options: AppOptions) -> TestApp {
     let store = app.store().clone();
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(app.run(shutdown.clone()));
-    let pool = db.pool().await;
+    let pool = match &database {
+        Database::Postgres(db) => Pool::Postgres(db.pool().await),
+        Database::Sqlite(file) => Pool::Sqlite(
+            SqlitePool::connect(&file.url())
+                .await
+                .expect("open the test's SQLite file"),
+        ),
+    };
     TestApp {
         addr,
         http: reqwest::Client::new(),
-        db,
+        database,
         pool,
         store,
         shutdown,
@@ -170,6 +218,46 @@ pub async fn start(db: TestDb, options: AppOptions) -> TestApp {
 }
 
 impl TestApp {
+    /// The PostgreSQL pool of a PostgreSQL test (for PostgreSQL-only assertions).
+    pub fn pg(&self) -> &PgPool {
+        match &self.pool {
+            Pool::Postgres(pool) => pool,
+            Pool::Sqlite(_) => panic!("this test needs PostgreSQL"),
+        }
+    }
+
+    /// The PostgreSQL database of a PostgreSQL test.
+    pub fn pg_db(&self) -> &TestDb {
+        match &self.database {
+            Database::Postgres(db) => db,
+            Database::Sqlite(_) => panic!("this test needs PostgreSQL"),
+        }
+    }
+
+    pub fn database_url(&self) -> String {
+        self.database.url()
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Postgres(_) => Backend::Postgres,
+            Pool::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// Runs `sql` (portable between the backends) returning one integer.
+    pub async fn scalar(&self, sql: &str) -> i64 {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        on_pool!(self, pool => sqlx::query_scalar(sql).fetch_one(pool).await).expect("scalar query")
+    }
+
+    /// Runs a statement; the database's refusal comes back as its message.
+    pub async fn exec(&self, sql: &str) -> Result<u64, String> {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        on_pool!(self, pool => sqlx::raw_sql(sql).execute(pool).await.map(|r| r.rows_affected()))
+            .map_err(|error| error.to_string())
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
@@ -248,53 +336,48 @@ impl TestApp {
 
     /// The id of the open dead letter of the event with `external_id`.
     pub async fn open_dead_letter(&self, external_id: &str) -> i64 {
-        sqlx::query_scalar(
+        const SQL: &str =
             "SELECT d.id FROM dead_letters d JOIN settlement_events e ON e.id = d.event_id
-             WHERE e.external_id = $1 AND d.state = 'open'",
-        )
-        .bind(external_id)
-        .fetch_one(&self.pool)
-        .await
-        .expect("an open dead letter")
+                           WHERE e.external_id = $1 AND d.state = 'open'";
+        on_pool!(self, pool => sqlx::query_scalar(SQL).bind(external_id).fetch_one(pool).await)
+            .expect("an open dead letter")
     }
 
     /// Rows in a table, for assertions on what was (not) written.
     pub async fn count(&self, table: &str) -> i64 {
-        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-            .fetch_one(&self.pool)
-            .await
-            .expect("count")
+        self.scalar(&format!("SELECT count(*) FROM {table}")).await
     }
 
-    /// Rows of our queue in apalis' jobs table.
+    /// Rows of our queue in the job queue's table.
     pub async fn jobs(&self) -> i64 {
-        sqlx::query_scalar(
-            "SELECT count(*) FROM apalis.jobs WHERE job_type = 'settle::PostSettlement'",
-        )
-        .fetch_one(&self.pool)
+        let table = match self.backend() {
+            Backend::Postgres => "apalis.jobs",
+            Backend::Sqlite => "Jobs",
+        };
+        self.scalar(&format!(
+            "SELECT count(*) FROM {table} WHERE job_type = 'settle::PostSettlement'"
+        ))
         .await
-        .expect("count jobs")
     }
 
     /// Stops the app, waits for it to finish, and hands back its database.
-    pub async fn stop(mut self) -> TestDb {
+    pub async fn stop(mut self) -> Database {
         self.shutdown.cancel();
         if let Some(task) = self.task.take() {
             task.await.expect("app task").expect("app stops cleanly");
         }
-        self.pool.close().await;
-        let placeholder = TestDb::detached();
-        std::mem::replace(&mut self.db, placeholder)
+        on_pool!(self, pool => pool.close().await);
+        std::mem::replace(&mut self.database, Database::Postgres(TestDb::detached()))
     }
 
-    /// Waits until `sql` (a query returning one boolean) is true, checking every 50 ms; panics
-    /// with `what` after `timeout_secs`. A bound on waiting, not a speed assertion.
+    /// Waits until `sql` (a query returning one boolean, portable between the backends) is true,
+    /// checking every 50 ms; panics with `what` after `timeout_secs`. A bound on waiting, not a
+    /// speed assertion.
     pub async fn wait_for(&self, what: &str, timeout_secs: u64, sql: &str) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout_secs);
         loop {
-            let done: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
-                .fetch_one(&self.pool)
-                .await
+            let sql = sqlx::AssertSqlSafe(sql.to_owned());
+            let done: bool = on_pool!(self, pool => sqlx::query_scalar(sql).fetch_one(pool).await)
                 .expect("wait query");
             if done {
                 return;
@@ -319,15 +402,11 @@ impl TestApp {
 
     /// `(status, error_code of its open dead letter)` of the event with `external_id`.
     pub async fn event_state(&self, external_id: &str) -> (String, Option<String>) {
-        sqlx::query_as(
-            "SELECT e.status, d.error_code FROM settlement_events e
-             LEFT JOIN dead_letters d ON d.event_id = e.id AND d.state = 'open'
-             WHERE e.external_id = $1",
-        )
-        .bind(external_id)
-        .fetch_one(&self.pool)
-        .await
-        .expect("event state")
+        const SQL: &str = "SELECT e.status, d.error_code FROM settlement_events e
+                           LEFT JOIN dead_letters d ON d.event_id = e.id AND d.state = 'open'
+                           WHERE e.external_id = $1";
+        on_pool!(self, pool => sqlx::query_as(SQL).bind(external_id).fetch_one(pool).await)
+            .expect("event state")
     }
 
     /// Runs `settle verify` over the store and returns the names of failed checks.

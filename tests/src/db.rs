@@ -143,3 +143,45 @@ async fn drop_leftovers(admin: &PgPool, now: u64) {
         }
     }
 }
+
+/// A fresh SQLite file per test (in the temp dir), removed with its WAL files when dropped.
+#[derive(Debug)]
+pub struct SqliteFile {
+    pub path: std::path::PathBuf,
+}
+
+impl SqliteFile {
+    pub fn create() -> SqliteFile {
+        let path =
+            std::env::temp_dir().join(format!("settle-test-{:016x}.db", rand::random::<u64>()));
+        SqliteFile { path }
+    }
+
+    pub fn url(&self) -> String {
+        format!("sqlite://{}", self.path.display())
+    }
+}
+
+impl Drop for SqliteFile {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
+        }
+    }
+}
+
+/// The database a test runs on.
+#[derive(Debug)]
+pub enum Database {
+    Postgres(TestDb),
+    Sqlite(SqliteFile),
+}
+
+impl Database {
+    pub fn url(&self) -> String {
+        match self {
+            Database::Postgres(db) => db.url.clone(),
+            Database::Sqlite(file) => file.url(),
+        }
+    }
+}

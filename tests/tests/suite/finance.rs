@@ -346,7 +346,7 @@ async fn paging_returns_every_entry_exactly_once_while_entries_are_written() {
     let (events, _) = generate();
     deliver(&app, &events).await;
     let existing: HashSet<i64> = sqlx::query_scalar("SELECT id FROM journal_entries")
-        .fetch_all(&app.pool)
+        .fetch_all(app.pg())
         .await
         .expect("ids")
         .into_iter()
@@ -540,9 +540,9 @@ async fn hledger_and_beancount_accept_the_exports_and_agree_with_settle_and_reje
     let scratch = Scratch::new();
     let config = scratch.write(
         "settle.toml",
-        &config_toml(&app.db.url, &AppOptions::default()),
+        &config_toml(&app.database_url(), &AppOptions::default()),
     );
-    let url = &app.db.url;
+    let url = &app.database_url();
     let hledger_file = scratch.dir.join("settle.journal");
     let beancount_file = scratch.dir.join("settle.beancount");
     for (format, file) in [("hledger", &hledger_file), ("beancount", &beancount_file)] {

@@ -49,11 +49,11 @@ impl<'a> Fleet<'a> {
             workers: workers.to_owned(),
             ..AppOptions::default()
         };
-        let config = scratch.write("settle.toml", &config_toml(&app.db.url, &options));
+        let config = scratch.write("settle.toml", &config_toml(&app.database_url(), &options));
         Fleet {
             scratch,
             config,
-            url: app.db.url.clone(),
+            url: app.database_url().clone(),
             env,
             members: Vec::new(),
             starts: 0,
@@ -104,7 +104,7 @@ async fn settled(app: &TestApp) -> bool {
     sqlx::query_scalar(
         "SELECT NOT EXISTS (SELECT 1 FROM settlement_events WHERE status = 'recorded')",
     )
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("settled query")
 }
@@ -145,7 +145,7 @@ async fn three_workers_drain_2000_events_while_one_is_killed_every_two_seconds()
                 (SELECT count(*) FROM dead_letters),
                 (SELECT count(*) FROM job_attempts WHERE outcome = 'died')",
     )
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("counts");
     assert_eq!(
@@ -153,7 +153,7 @@ async fn three_workers_drain_2000_events_while_one_is_killed_every_two_seconds()
         (2_000, 2_000, 0),
         "0 lost, 0 duplicated ({kills} kills, {died} died attempts)"
     );
-    let (ok, report) = run_settle(&fleet.config, &app.db.url, &["verify"]).await;
+    let (ok, report) = run_settle(&fleet.config, &app.database_url(), &["verify"]).await;
     assert!(ok, "settle verify failed:\n{report}");
     assert!(kills >= 1, "at least one worker was killed mid-drain");
 }
@@ -194,7 +194,7 @@ async fn a_job_that_kills_its_worker_every_time_is_dead_lettered_and_others_keep
     );
     let (class, attempts): (String, i32) =
         sqlx::query_as("SELECT error_class, attempts FROM dead_letters d JOIN settlement_events e ON e.id = d.event_id WHERE e.external_id = 'poison_0'")
-            .fetch_one(&app.pool)
+            .fetch_one(app.pg())
             .await
             .expect("dead letter");
     assert_eq!((class.as_str(), attempts), ("exhausted", 3));
@@ -204,7 +204,7 @@ async fn a_job_that_kills_its_worker_every_time_is_dead_lettered_and_others_keep
     );
     let posted: i64 =
         sqlx::query_scalar("SELECT count(*) FROM settlement_events WHERE status = 'posted'")
-            .fetch_one(&app.pool)
+            .fetch_one(app.pg())
             .await
             .expect("posted");
     assert_eq!(posted, 300, "every other event posted");
@@ -219,7 +219,7 @@ async fn a_job_that_kills_its_worker_every_time_is_dead_lettered_and_others_keep
         "nothing runs a dead letter again"
     );
     assert_eq!(app.event_state("poison_0").await.0, "abandoned");
-    let (ok, report) = run_settle(&fleet.config, &app.db.url, &["verify"]).await;
+    let (ok, report) = run_settle(&fleet.config, &app.database_url(), &["verify"]).await;
     assert!(ok, "settle verify failed:\n{report}");
 }
 
@@ -227,7 +227,7 @@ async fn poison_attempts(app: &TestApp) -> i64 {
     sqlx::query_scalar(
         "SELECT count(*) FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id WHERE e.external_id = 'poison_0'",
     )
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("attempts")
 }
@@ -280,9 +280,9 @@ async fn a_worker_behind_a_transaction_pooler_refuses_to_start_with_a_clear_mess
     let scratch = Scratch::new();
     let config = scratch.write(
         "settle.toml",
-        &config_toml(&app.db.url, &AppOptions::default()),
+        &config_toml(&app.database_url(), &AppOptions::default()),
     );
-    let pooled = pooler.url_for(&app.db.url);
+    let pooled = pooler.url_for(&app.database_url());
     let mut worker = spawn_settle(
         &scratch,
         "worker",
@@ -318,7 +318,7 @@ async fn a_worker_behind_a_transaction_pooler_refuses_to_start_with_a_clear_mess
         &["worker"],
         &[
             ("SETTLE_MIGRATE_ON_START", "false"),
-            ("WORKER_DATABASE_URL", &app.db.url),
+            ("WORKER_DATABASE_URL", &app.database_url()),
         ],
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -344,9 +344,9 @@ async fn a_worker_rides_out_a_database_outage_without_a_tight_restart_loop() {
     app.wait_settled(60).await;
     let pid = fleet.members[0].id();
 
-    app.db.set_reachable(false).await;
+    app.pg_db().set_reachable(false).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
-    app.db.set_reachable(true).await;
+    app.pg_db().set_reachable(true).await;
 
     record_charges(&app, "after_", 20).await;
     app.wait_settled(60).await;
@@ -367,7 +367,7 @@ async fn a_worker_rides_out_a_database_outage_without_a_tight_restart_loop() {
     );
     let posted: i64 =
         sqlx::query_scalar("SELECT count(*) FROM settlement_events WHERE status = 'posted'")
-            .fetch_one(&app.pool)
+            .fetch_one(app.pg())
             .await
             .expect("posted");
     assert_eq!(posted, 40);

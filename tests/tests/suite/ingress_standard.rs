@@ -58,7 +58,7 @@ async fn a_new_delivery_records_one_event_and_one_job() {
              FROM settlement_events e JOIN apalis.jobs j ON j.id = e.job_id WHERE e.id = $1",
     )
     .bind(event_id)
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("event with its job");
     assert_eq!(
@@ -118,7 +118,7 @@ async fn a_changed_amount_under_the_same_key_is_a_conflict_kept_once() {
                 (SELECT deliveries FROM event_conflicts LIMIT 1)
          FROM settlement_events e",
     )
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("rows");
     assert_eq!(gross, "100.00", "the original is untouched");
@@ -354,7 +354,7 @@ async fn other_types_are_ignored_and_invalid_facts_are_recorded_for_a_person() {
             "SELECT validation_error, facts FROM settlement_events WHERE external_id = $1",
         )
         .bind(id)
-        .fetch_one(&app.pool)
+        .fetch_one(app.pg())
         .await
         .expect("stored");
         assert!(
@@ -442,7 +442,7 @@ async fn a_failed_commit_answers_503_and_leaves_no_event() {
          CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON settlement_events
              DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit();",
     )
-    .execute(&app.pool)
+    .execute(app.pg())
     .await
     .expect("install trigger");
     let body = charge("ch_1", "100.00", "3.20", "96.80");
@@ -467,7 +467,7 @@ async fn a_failed_commit_answers_503_and_leaves_no_event() {
     assert_nothing_written(&app).await;
 
     sqlx::query("DROP TRIGGER refuse_commit ON settlement_events")
-        .execute(&app.pool)
+        .execute(app.pg())
         .await
         .expect("drop trigger");
     let (status, json) = json_of(app.post_standard("msg_1", &body).await).await;
@@ -483,7 +483,7 @@ async fn a_connection_killed_mid_request_answers_503_and_leaves_no_event() {
     let app = spawn_ingress_with("").await;
     // Hold the key in an open transaction so the ingress' insert waits on it, then kill the
     // ingress' backend while it waits.
-    let mut blocker = app.pool.begin().await.expect("begin");
+    let mut blocker = app.pg().begin().await.expect("begin");
     sqlx::query(
         "INSERT INTO settlement_events (source, external_id, status, fingerprint, validation_error, payload, job_id)
          VALUES ('std', 'msg_1', 'recorded', repeat('0', 64), 'held by the test', '{}', 'none')",
@@ -499,7 +499,7 @@ async fn a_connection_killed_mid_request_answers_503_and_leaves_no_event() {
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                  WHERE datname = current_database() AND application_name = 'settle' AND wait_event_type = 'Lock'",
             )
-            .fetch_all(&app.pool)
+            .fetch_all(app.pg())
             .await
             .expect("terminate");
             if killed.contains(&true) {
@@ -541,7 +541,7 @@ async fn an_unreachable_database_answers_503_and_readyz_says_so() {
         .expect("healthz");
     assert_eq!(health.status().as_u16(), 200);
 
-    app.db.set_reachable(false).await;
+    app.pg_db().set_reachable(false).await;
     let response = app
         .post_standard("msg_1", &charge("ch_1", "100.00", "3.20", "96.80"))
         .await;
@@ -561,7 +561,7 @@ async fn an_unreachable_database_answers_503_and_readyz_says_so() {
         .expect("healthz");
     assert_eq!(health.status().as_u16(), 200, "the process itself is up");
 
-    app.db.set_reachable(true).await;
+    app.pg_db().set_reachable(true).await;
     let ready = app
         .http
         .get(app.url("/readyz"))

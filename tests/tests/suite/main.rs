@@ -1,5 +1,6 @@
 //! settle's integration suite: one test binary, modules by area.
 
+mod conformance;
 mod finance;
 mod fleet;
 mod hostile;

@@ -38,7 +38,7 @@ async fn post_ok(app: &TestApp, id: &str, body: &str) {
 
 async fn audit_rows(app: &TestApp) -> Vec<(String, String, String)> {
     sqlx::query_as("SELECT actor, action, reason FROM audit_log ORDER BY id")
-        .fetch_all(&app.pool)
+        .fetch_all(app.pg())
         .await
         .expect("audit")
 }
@@ -106,7 +106,7 @@ async fn requeue_pressed_twice_at_once_yields_one_job_and_one_entry() {
         "SELECT count(*) FROM apalis.jobs j WHERE convert_from(j.job, 'UTF8')::jsonb->>'event_id' =
              (SELECT id::text FROM settlement_events WHERE external_id = 'msg_failed')",
     )
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("jobs");
     assert_eq!(jobs, 2, "the original job and exactly one fresh one");
@@ -288,7 +288,7 @@ async fn a_bulk_dry_run_changes_nothing_and_a_bulk_action_reports_per_item() {
     assert_eq!(outcomes, ["would_requeue"; 3]);
     assert_eq!(app.count("audit_log").await, 0, "a dry run writes nothing");
     let open: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters WHERE state = 'open'")
-        .fetch_one(&app.pool)
+        .fetch_one(app.pg())
         .await
         .expect("open");
     assert_eq!(open, 3);
@@ -371,7 +371,7 @@ async fn the_audit_log_cannot_be_altered() {
         "TRUNCATE audit_log",
     ] {
         let error = sqlx::query(statement)
-            .execute(&app.pool)
+            .execute(app.pg())
             .await
             .expect_err(statement);
         assert!(
@@ -447,7 +447,7 @@ async fn the_api_needs_a_token_and_only_ops_may_act() {
 
     let audit: String =
         sqlx::query_scalar("SELECT string_agg(row_to_json(a)::text, ' ') FROM audit_log a")
-            .fetch_one(&app.pool)
+            .fetch_one(app.pg())
             .await
             .expect("audit");
     assert!(audit.contains("olivia"), "the actor is the token's name");
@@ -466,9 +466,9 @@ async fn the_cli_lists_shows_requeues_and_discards_with_the_actor_recorded() {
     let scratch = Scratch::new();
     let config = scratch.write(
         "settle.toml",
-        &config_toml(&app.db.url, &AppOptions::default()),
+        &config_toml(&app.database_url(), &AppOptions::default()),
     );
-    let url = &app.db.url;
+    let url = &app.database_url();
 
     let (ok, out) = run_settle(&config, url, &["dead-letters", "list", "--json"]).await;
     assert!(ok, "{out}");

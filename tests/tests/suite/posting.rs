@@ -31,7 +31,7 @@ async fn lines_of(app: &TestApp, external_id: &str) -> Vec<(String, String)> {
          WHERE e.external_id = $1 ORDER BY l.line_no",
     )
     .bind(external_id)
-    .fetch_all(&app.pool)
+    .fetch_all(app.pg())
     .await
     .expect("lines")
 }
@@ -63,7 +63,7 @@ async fn running_a_job_twice_or_from_two_workers_at_once_writes_one_entry() {
     let event_id = record(&app, "msg_1", &charge("ch_1", "100.00", "3.20", "96.80")).await;
     let job_id: String = sqlx::query_scalar("SELECT job_id FROM settlement_events WHERE id = $1")
         .bind(event_id)
-        .fetch_one(&app.pool)
+        .fetch_one(app.pg())
         .await
         .expect("job id");
     let job = JobRef {
@@ -117,7 +117,7 @@ async fn a_job_delivered_again_after_it_finished_writes_nothing_new() {
     app.wait_settled(30).await;
     // At-least-once delivery: the queue hands the finished job out again.
     sqlx::query("UPDATE apalis.jobs SET status = 'Pending', done_at = NULL, lock_by = NULL")
-        .execute(&app.pool)
+        .execute(app.pg())
         .await
         .expect("reset job");
     app.wait_for(
@@ -128,7 +128,7 @@ async fn a_job_delivered_again_after_it_finished_writes_nothing_new() {
     .await;
     assert_eq!(app.count("journal_entries").await, 1);
     let outcomes: Vec<String> = sqlx::query_scalar("SELECT outcome FROM job_attempts ORDER BY id")
-        .fetch_all(&app.pool)
+        .fetch_all(app.pg())
         .await
         .expect("attempts");
     assert_eq!(
@@ -165,7 +165,7 @@ async fn a_second_event_for_the_same_movement_replays_or_conflicts() {
         "SELECT a.posted_entry_id = b.posted_entry_id FROM settlement_events a, settlement_events b
          WHERE a.external_id = 'msg_first' AND b.external_id = 'msg_same'",
     )
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("entries");
     assert!(same_entry, "the replay points at the existing entry");
@@ -194,7 +194,7 @@ async fn the_database_refuses_to_change_the_journal_or_write_an_unbalanced_entry
         "DELETE FROM settlement_events",
     ] {
         let error = sqlx::query(statement)
-            .execute(&app.pool)
+            .execute(app.pg())
             .await
             .expect_err(statement);
         assert!(
@@ -204,7 +204,7 @@ async fn the_database_refuses_to_change_the_journal_or_write_an_unbalanced_entry
             "{statement}: {error}"
         );
     }
-    let mut tx = app.pool.begin().await.expect("begin");
+    let mut tx = app.pg().begin().await.expect("begin");
     let entry: i64 = sqlx::query_scalar(
         "INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, request_fingerprint,
                                       effective_date, description)
@@ -256,7 +256,7 @@ async fn a_transient_failure_retries_with_growing_gaps_until_it_posts() {
         "SELECT a.attempt, a.outcome, (extract(epoch FROM a.started_at) * 1000)::bigint FROM job_attempts a
          JOIN settlement_events e ON e.id = a.event_id WHERE e.external_id = 'msg_failed' ORDER BY a.attempt",
     )
-    .fetch_all(&app.pool)
+    .fetch_all(app.pg())
     .await
     .expect("attempts");
     let outcomes: Vec<&str> = attempts.iter().map(|a| a.1.as_str()).collect();
@@ -281,11 +281,11 @@ async fn a_transient_failure_retries_with_growing_gaps_until_it_posts() {
          FROM journal_entries f JOIN journal_lines l ON l.entry_id = f.id
          WHERE f.kind = 'payout_failed' GROUP BY f.id",
     )
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("reversal");
     let paid: i64 = sqlx::query_scalar("SELECT id FROM journal_entries WHERE kind = 'payout_paid'")
-        .fetch_one(&app.pool)
+        .fetch_one(app.pg())
         .await
         .expect("paid");
     assert_eq!(
@@ -305,7 +305,7 @@ async fn a_permanent_failure_is_dead_lettered_after_one_attempt() {
     let (class, code, attempts): (String, String, i32) = sqlx::query_as(
         "SELECT error_class, error_code, attempts FROM dead_letters WHERE state = 'open'",
     )
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("dead letter");
     assert_eq!(
@@ -334,7 +334,7 @@ async fn a_failure_that_never_clears_is_dead_lettered_after_attempts_max_and_nev
     let (class, code, attempts): (String, String, i32) = sqlx::query_as(
         "SELECT error_class, error_code, attempts FROM dead_letters WHERE state = 'open'",
     )
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("dead letter");
     assert_eq!(
@@ -346,7 +346,7 @@ async fn a_failure_that_never_clears_is_dead_lettered_after_attempts_max_and_nev
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert_eq!(app.count("job_attempts").await, 4);
     let job_status: String = sqlx::query_scalar("SELECT status FROM apalis.jobs")
-        .fetch_one(&app.pool)
+        .fetch_one(app.pg())
         .await
         .expect("job");
     assert_eq!(job_status, "Killed");
@@ -372,7 +372,7 @@ async fn unreadable_job_payloads_are_dead_lettered_or_refused_and_workers_keep_g
     .await;
     // The event's job row is tampered with: JSON, but not a PostSettlement.
     sqlx::query("UPDATE apalis.jobs SET job = convert_to('{\"bogus\": true}', 'UTF8')")
-        .execute(&app.pool)
+        .execute(app.pg())
         .await
         .expect("tamper");
     // A stray JSON job of our queue that belongs to no event.
@@ -380,7 +380,7 @@ async fn unreadable_job_payloads_are_dead_lettered_or_refused_and_workers_keep_g
         "INSERT INTO apalis.jobs (id, job_type, job, status, attempts, max_attempts, run_at)
          VALUES (apalis.generate_ulid(), 'settle::PostSettlement', convert_to('[1, 2]', 'UTF8'), 'Pending', 0, 25, now())",
     )
-    .execute(&app.pool)
+    .execute(app.pg())
     .await
     .expect("stray job");
     // Bytes that are not JSON never enter the queue.
@@ -388,7 +388,7 @@ async fn unreadable_job_payloads_are_dead_lettered_or_refused_and_workers_keep_g
         "INSERT INTO apalis.jobs (id, job_type, job, status, attempts, max_attempts, run_at)
          VALUES (apalis.generate_ulid(), 'settle::PostSettlement', '\\xdeadbeef'::bytea, 'Pending', 0, 25, now())",
     )
-    .execute(&app.pool)
+    .execute(app.pg())
     .await;
     assert!(refused.is_err(), "non-JSON payload refused by the database");
     record(&app, "msg_fine", &charge("ch_2", "10.00", "0.30", "9.70")).await;
@@ -419,7 +419,7 @@ async fn the_sweep_gives_a_stranded_event_a_fresh_job() {
     record(&app, "msg_1", &charge("ch_1", "100.00", "3.20", "96.80")).await;
     // The event's job is lost (an operator deleted it).
     sqlx::query("DELETE FROM apalis.jobs")
-        .execute(&app.pool)
+        .execute(app.pg())
         .await
         .expect("lose the job");
     let db = app.stop().await;
@@ -443,7 +443,7 @@ async fn verify_reports_a_broken_invariant() {
         "a recorded event with a live job is fine"
     );
     sqlx::query("UPDATE apalis.jobs SET status = 'Done'")
-        .execute(&app.pool)
+        .execute(app.pg())
         .await
         .expect("break");
     let failed = app.failed_invariants().await;
@@ -452,7 +452,7 @@ async fn verify_reports_a_broken_invariant() {
         "{failed:?}"
     );
     sqlx::query("ALTER TABLE journal_lines DISABLE TRIGGER journal_lines_immutable")
-        .execute(&app.pool)
+        .execute(app.pg())
         .await
         .expect("disable trigger");
     let failed = app.failed_invariants().await;
@@ -475,7 +475,7 @@ async fn a_lock_timeout_is_transient_and_the_job_posts_once_the_lock_is_gone() {
     let other = record(&app, "msg_invalid", &charge("ch_2", "1.00", "0.10", "0.50")).await;
     // A long transaction elsewhere is writing an entry under the same source key, so the
     // posting transaction's insert has to wait for it.
-    let elsewhere = app.db.pool().await;
+    let elsewhere = app.pg_db().pool().await;
     let mut holder = elsewhere.begin().await.expect("begin");
     sqlx::query(
         "INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, request_fingerprint,

@@ -30,7 +30,7 @@ async fn lines(app: &TestApp, external_id: &str) -> Vec<String> {
          JOIN journal_lines l ON l.entry_id = e.posted_entry_id WHERE e.external_id = $1 ORDER BY l.line_no",
     )
     .bind(external_id)
-    .fetch_all(&app.pool)
+    .fetch_all(app.pg())
     .await
     .expect("lines")
 }
@@ -79,7 +79,7 @@ async fn stripe_records_replays_conflicts_and_reverses_a_failed_payout() {
         "SELECT f.reverses_entry_id = p.id FROM journal_entries f, journal_entries p
          WHERE f.kind = 'payout_failed' AND p.kind = 'payout_paid'",
     )
-    .fetch_one(&app.pool)
+    .fetch_one(app.pg())
     .await
     .expect("reversal link");
     assert!(reverses);
@@ -231,7 +231,7 @@ async fn an_adyen_batch_is_recorded_atomically() {
          CREATE CONSTRAINT TRIGGER refuse_refunds AFTER INSERT ON settlement_events
              DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_refunds();",
     )
-    .execute(&app.pool)
+    .execute(app.pg())
     .await
     .expect("trigger");
     let items = [
@@ -250,7 +250,7 @@ async fn an_adyen_batch_is_recorded_atomically() {
         "the capture was not kept without the refund"
     );
     sqlx::query("DROP TRIGGER refuse_refunds ON settlement_events")
-        .execute(&app.pool)
+        .execute(app.pg())
         .await
         .expect("drop");
     assert_eq!(

@@ -1,0 +1,442 @@
+//! The conformance suite: one test body, run against both backends (PostgreSQL and the embedded
+//! SQLite default). Every contract of DESIGN §2-§5 and §9 that does not depend on a backend's
+//! own machinery is here; assertions use SQL both backends speak.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+use tests::TestApp;
+use tests::app::{
+    AppOptions, Backend, FAST_WORKERS, FINANCE_TOKEN, OPS_TOKEN, canonical, charge, spawn, start,
+};
+
+/// Instantiates each listed test for both backends: `conformance::postgres::<name>` and
+/// `conformance::sqlite::<name>`.
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Postgres).await })*
+        }
+        mod sqlite {
+            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Sqlite).await })*
+        }
+    };
+}
+
+conformance!(
+    new_duplicate_and_conflicting_deliveries,
+    concurrent_identical_deliveries_record_once,
+    invalid_facts_are_recorded_and_dead_lettered,
+    a_movement_posts_once_and_replays_or_conflicts,
+    transient_failures_retry_then_post_or_exhaust,
+    the_journal_events_and_audit_log_refuse_changes,
+    requeue_and_discard_are_audited_idempotent_transitions,
+    balances_journal_and_reconciliation_read_the_same,
+    a_restart_keeps_everything,
+);
+
+async fn deliver(app: &TestApp, id: &str, body: &str) -> (u16, Value) {
+    let response = app.post_standard(id, body).await;
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn payout(kind: &str, payout_id: &str, amount: &str) -> String {
+    canonical(
+        kind,
+        json!({"movement_id": payout_id, "occurred_at": "2026-11-30T18:00:00Z", "currency": "USD",
+                           "amount": amount, "payout_id": payout_id}),
+    )
+}
+
+fn quick(backend: Backend, attempts_max: u32) -> AppOptions {
+    AppOptions {
+        workers: format!("{FAST_WORKERS}\nattempts_max = {attempts_max}"),
+        ..AppOptions::on(backend)
+    }
+}
+
+async fn new_duplicate_and_conflicting_deliveries(backend: Backend) {
+    let app = spawn(AppOptions::on(backend)).await;
+    let (status, first) = deliver(&app, "msg_1", &charge("ch_1", "100.00", "3.20", "96.80")).await;
+    assert_eq!((status, first["status"].as_str()), (200, Some("recorded")));
+    let reformatted = charge("ch_1", "100.0", "3.2", "96.8");
+    let (status, again) = deliver(&app, "msg_1", &reformatted).await;
+    assert_eq!((status, again["status"].as_str()), (200, Some("duplicate")));
+    assert_eq!(again["event_id"], first["event_id"]);
+    for _ in 0..2 {
+        let (status, conflict) =
+            deliver(&app, "msg_1", &charge("ch_1", "100.01", "3.20", "96.81")).await;
+        assert_eq!(
+            (status, conflict["error"].as_str()),
+            (409, Some("event_conflict"))
+        );
+    }
+    let (status, ignored) = deliver(
+        &app,
+        "msg_2",
+        &json!({"type": "invoice.paid", "data": {}}).to_string(),
+    )
+    .await;
+    assert_eq!((status, ignored["status"].as_str()), (200, Some("ignored")));
+    assert_eq!(app.count("settlement_events").await, 1);
+    assert_eq!(
+        app.count("event_conflicts").await,
+        1,
+        "identical conflicting deliveries collapse"
+    );
+    assert_eq!(app.jobs().await, 1);
+    app.wait_settled(30).await;
+    assert_eq!(app.scalar("SELECT count(*) FROM journal_entries").await, 1);
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+async fn concurrent_identical_deliveries_record_once(backend: Backend) {
+    let app = spawn(AppOptions::on(backend)).await;
+    let body = charge("ch_1", "100.00", "3.20", "96.80");
+    let responses =
+        futures::future::join_all((0..30).map(|_| deliver(&app, "msg_race", &body))).await;
+    let statuses: Vec<(u16, Option<String>)> = responses
+        .iter()
+        .map(|(s, j)| (*s, j["status"].as_str().map(str::to_owned)))
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|(s, _)| *s == 200).count(),
+        30,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|(_, s)| s.as_deref() == Some("recorded"))
+            .count(),
+        1
+    );
+    let ids: BTreeSet<String> = responses
+        .iter()
+        .map(|(_, j)| j["event_id"].to_string())
+        .collect();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(app.count("settlement_events").await, 1);
+    assert_eq!(app.jobs().await, 1);
+}
+
+async fn invalid_facts_are_recorded_and_dead_lettered(backend: Backend) {
+    let app = spawn(AppOptions::on(backend)).await;
+    let (status, json) = deliver(&app, "msg_bad", &charge("ch_1", "100.00", "3.20", "90.00")).await;
+    assert_eq!((status, json["status"].as_str()), (200, Some("recorded")));
+    app.wait_settled(30).await;
+    assert_eq!(
+        app.event_state("msg_bad").await,
+        ("abandoned".into(), Some("invalid_facts".into()))
+    );
+    assert_eq!(
+        app.scalar("SELECT CAST(attempts AS BIGINT) FROM dead_letters")
+            .await,
+        1
+    );
+    assert_eq!(app.count("journal_entries").await, 0);
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+async fn a_movement_posts_once_and_replays_or_conflicts(backend: Backend) {
+    let app = spawn(AppOptions::on(backend)).await;
+    let body = charge("ch_1", "100.00", "3.20", "96.80");
+    deliver(&app, "msg_first", &body).await;
+    app.wait_settled(30).await;
+    deliver(&app, "msg_same", &body).await;
+    deliver(
+        &app,
+        "msg_different",
+        &charge("ch_1", "100.00", "3.00", "97.00"),
+    )
+    .await;
+    app.wait_settled(30).await;
+    assert_eq!(app.count("journal_entries").await, 1);
+    assert_eq!(app.count("journal_lines").await, 3);
+    assert_eq!(app.event_state("msg_same").await, ("posted".into(), None));
+    assert_eq!(
+        app.event_state("msg_different").await,
+        ("abandoned".into(), Some("source_replay_conflict".into()))
+    );
+    let same: i64 = app
+        .scalar("SELECT count(DISTINCT posted_entry_id) FROM settlement_events WHERE external_id IN ('msg_first', 'msg_same')")
+        .await;
+    assert_eq!(same, 1, "both events point at the one entry");
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+async fn transient_failures_retry_then_post_or_exhaust(backend: Backend) {
+    let app = spawn(quick(backend, 4)).await;
+    deliver(
+        &app,
+        "msg_failed",
+        &payout("payout_failed", "po_1", "500.00"),
+    )
+    .await;
+    deliver(
+        &app,
+        "msg_never",
+        &payout("payout_failed", "po_never", "7.00"),
+    )
+    .await;
+    app.wait_for("two failed attempts", 30, "SELECT count(*) >= 2 FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id WHERE e.external_id = 'msg_failed' AND a.outcome = 'transient'").await;
+    deliver(&app, "msg_paid", &payout("payout_paid", "po_1", "500.00")).await;
+    app.wait_settled(60).await;
+    assert_eq!(app.event_state("msg_failed").await, ("posted".into(), None));
+    let reverses = app
+        .scalar("SELECT count(*) FROM journal_entries f JOIN journal_entries p ON f.reverses_entry_id = p.id WHERE f.kind = 'payout_failed' AND p.kind = 'payout_paid'")
+        .await;
+    assert_eq!(reverses, 1);
+    assert_eq!(
+        app.event_state("msg_never").await,
+        ("abandoned".into(), Some("dependency_not_ready".into()))
+    );
+    assert_eq!(
+        app.scalar(
+            "SELECT CAST(attempts AS BIGINT) FROM dead_letters WHERE error_class = 'exhausted'"
+        )
+        .await,
+        4
+    );
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+async fn the_journal_events_and_audit_log_refuse_changes(backend: Backend) {
+    let app = spawn(AppOptions::on(backend)).await;
+    deliver(&app, "msg_1", &charge("ch_1", "100.00", "3.20", "96.80")).await;
+    deliver(&app, "msg_bad", &charge("ch_2", "1.00", "0.10", "0.50")).await;
+    app.wait_settled(30).await;
+    let dead = app.open_dead_letter("msg_bad").await;
+    app.api_post(
+        &format!("/api/dead-letters/{dead}/discard"),
+        Some(OPS_TOKEN),
+        json!({"reason": "bad"}),
+    )
+    .await;
+    for statement in [
+        "UPDATE journal_lines SET account = 'elsewhere'",
+        "UPDATE journal_entries SET description = 'edited'",
+        "DELETE FROM journal_lines",
+        "DELETE FROM journal_entries",
+        "UPDATE settlement_events SET payload = '{}'",
+        "DELETE FROM settlement_events",
+        "UPDATE audit_log SET actor = 'someone else'",
+        "DELETE FROM audit_log",
+    ] {
+        let refused = app.exec(statement).await;
+        assert!(refused.is_err(), "{statement} was allowed");
+        let message = refused.unwrap_err();
+        assert!(
+            ["append-only", "immutable", "never deleted", "refused"]
+                .iter()
+                .any(|m| message.contains(m)),
+            "{statement}: {message}"
+        );
+    }
+    assert_eq!(app.count("journal_lines").await, 3);
+    assert_eq!(app.count("audit_log").await, 1);
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+async fn requeue_and_discard_are_audited_idempotent_transitions(backend: Backend) {
+    let app = spawn(quick(backend, 2)).await;
+    deliver(
+        &app,
+        "msg_failed",
+        &payout("payout_failed", "po_1", "500.00"),
+    )
+    .await;
+    deliver(&app, "msg_bad", &charge("ch_2", "1.00", "0.10", "0.50")).await;
+    app.wait_settled(30).await;
+    let failed = app.open_dead_letter("msg_failed").await;
+    let bad = app.open_dead_letter("msg_bad").await;
+    deliver(&app, "msg_paid", &payout("payout_paid", "po_1", "500.00")).await;
+    app.wait_settled(30).await;
+
+    let requeue = format!("/api/dead-letters/{failed}/requeue");
+    let (a, b) = tokio::join!(
+        app.api_post(
+            &requeue,
+            Some(OPS_TOKEN),
+            json!({"reason": "payout arrived"})
+        ),
+        app.api_post(
+            &requeue,
+            Some(OPS_TOKEN),
+            json!({"reason": "payout arrived"})
+        )
+    );
+    assert_eq!((a.0, b.0), (200, 200));
+    let changed: BTreeSet<bool> = [a.1["changed"].as_bool(), b.1["changed"].as_bool()]
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(
+        changed,
+        [false, true].into_iter().collect(),
+        "one requeue, one no-op"
+    );
+    app.wait_settled(30).await;
+    assert_eq!(app.event_state("msg_failed").await, ("posted".into(), None));
+    assert_eq!(
+        app.count("journal_entries").await,
+        2,
+        "the payout and its one reversal"
+    );
+
+    let discard = format!("/api/dead-letters/{bad}/discard");
+    assert_eq!(
+        app.api_post(&discard, Some(OPS_TOKEN), json!({})).await.0,
+        400,
+        "reason required"
+    );
+    assert_eq!(
+        app.api_post(&discard, Some(FINANCE_TOKEN), json!({"reason": "x"}))
+            .await
+            .0,
+        403
+    );
+    assert_eq!(
+        app.api_post(&discard, Some(OPS_TOKEN), json!({"reason": "bad data"}))
+            .await
+            .1["changed"],
+        true
+    );
+    assert_eq!(
+        app.api_post(&discard, Some(OPS_TOKEN), json!({"reason": "again"}))
+            .await
+            .1["changed"],
+        false
+    );
+    let (status, refused) = app
+        .api_post(
+            &format!("/api/dead-letters/{bad}/requeue"),
+            Some(OPS_TOKEN),
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, refused["error"].as_str()),
+        (409, Some("already_decided"))
+    );
+    let (_, redelivered) = deliver(&app, "msg_bad", &charge("ch_2", "1.00", "0.10", "0.50")).await;
+    assert_eq!(redelivered["status"], "duplicate");
+    assert_eq!(app.event_state("msg_bad").await.0, "discarded");
+    assert_eq!(app.count("audit_log").await, 2, "no-ops write no audit row");
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+async fn balances_journal_and_reconciliation_read_the_same(backend: Backend) {
+    let app = spawn(AppOptions::on(backend)).await;
+    let item = |id: &str, kind: &str, data: Value| (id.to_owned(), canonical(kind, data));
+    let at = "2026-11-30T10:00:00Z";
+    let deliveries = [
+        item(
+            "c1",
+            "charge_settled",
+            json!({"movement_id": "c1", "occurred_at": at, "currency": "JPY", "gross": "1000", "fee": "36", "net": "964", "payout_id": "po_j"}),
+        ),
+        item(
+            "c2",
+            "charge_settled",
+            json!({"movement_id": "c2", "occurred_at": at, "currency": "KWD", "gross": "10.125", "fee": "0.301", "net": "9.824", "payout_id": "po_k"}),
+        ),
+        item(
+            "p1",
+            "payout_paid",
+            json!({"movement_id": "po_j", "occurred_at": "2026-12-01T10:00:00Z", "currency": "JPY", "amount": "964", "payout_id": "po_j"}),
+        ),
+        item(
+            "p2",
+            "payout_paid",
+            json!({"movement_id": "po_k", "occurred_at": "2026-12-01T10:00:00Z", "currency": "KWD", "amount": "9.900", "payout_id": "po_k"}),
+        ),
+    ];
+    for (id, body) in &deliveries {
+        deliver(&app, id, body).await;
+    }
+    app.wait_settled(30).await;
+    let (_, before_payouts) = app
+        .api_get("/api/balances?as_of=2026-11-30", Some(FINANCE_TOKEN))
+        .await;
+    let rows: BTreeSet<String> = before_payouts["balances"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {}",
+                r["account"].as_str().unwrap_or(""),
+                r["currency"].as_str().unwrap_or(""),
+                r["balance"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let expected: BTreeSet<String> = [
+        "fees:std JPY 36",
+        "fees:std KWD 0.301",
+        "sales JPY -1000",
+        "sales KWD -10.125",
+        "std:balance JPY 964",
+        "std:balance KWD 9.824",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(rows, expected);
+    let (_, journal) = app
+        .api_get("/api/journal?limit=2", Some(FINANCE_TOKEN))
+        .await;
+    assert_eq!(journal["items"].as_array().map(Vec::len), Some(2));
+    let cursor = journal["next_cursor"]
+        .as_str()
+        .expect("more pages")
+        .to_owned();
+    let (_, rest) = app
+        .api_get(
+            &format!("/api/journal?limit=10&cursor={cursor}"),
+            Some(FINANCE_TOKEN),
+        )
+        .await;
+    assert_eq!(rest["items"].as_array().map(Vec::len), Some(2));
+    assert_eq!(rest["next_cursor"], Value::Null);
+    let (_, matched) = app
+        .api_get("/api/payouts/po_j/reconciliation", Some(FINANCE_TOKEN))
+        .await;
+    assert_eq!(
+        (matched["status"].as_str(), matched["difference"].as_str()),
+        (Some("matched"), Some("0"))
+    );
+    let (_, unmatched) = app
+        .api_get("/api/payouts/po_k/reconciliation", Some(FINANCE_TOKEN))
+        .await;
+    assert_eq!(
+        (
+            unmatched["status"].as_str(),
+            unmatched["difference"].as_str()
+        ),
+        (Some("unmatched"), Some("0.076"))
+    );
+}
+
+async fn a_restart_keeps_everything(backend: Backend) {
+    let app = spawn(AppOptions::on(backend)).await;
+    for i in 0..20 {
+        let (status, _) = deliver(
+            &app,
+            &format!("msg_{i}"),
+            &charge(&format!("ch_{i}"), "10.00", "0.30", "9.70"),
+        )
+        .await;
+        assert_eq!(status, 200);
+    }
+    let database = app.stop().await;
+    let app = start(database, AppOptions::on(backend)).await;
+    app.wait_settled(30).await;
+    assert_eq!(app.count("settlement_events").await, 20);
+    assert_eq!(app.count("journal_entries").await, 20);
+    let (_, replay) = deliver(&app, "msg_3", &charge("ch_3", "10.00", "0.30", "9.70")).await;
+    assert_eq!(replay["status"], "duplicate");
+    assert!(app.failed_invariants().await.is_empty());
+}
