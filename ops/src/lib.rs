@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod export;
 mod health;
+pub mod sign;
 pub mod telemetry;
 mod verify;
 

@@ -120,6 +120,35 @@ pub fn spawn_settle(
     command.spawn().expect("start settle")
 }
 
+/// Starts `settle <args>` in `scratch` (its working directory) with only the environment given:
+/// no `DATABASE_URL`, so settle uses its embedded default there. Killed when dropped.
+pub fn spawn_settle_in(
+    scratch: &Scratch,
+    log_name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(scratch.dir.join(format!("{log_name}.log")))
+        .expect("log file");
+    let mut command = Command::new(settle_binary());
+    command
+        .args(args)
+        .current_dir(&scratch.dir)
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.spawn().expect("start settle")
+}
+
 /// Runs `settle <args>` to completion; returns (exit success, stdout).
 pub async fn run_settle(config: &Path, database_url: &str, args: &[&str]) -> (bool, String) {
     let output = Command::new(settle_binary())

@@ -1,5 +1,6 @@
 //! The `settle` command line (DESIGN §7).
 
+mod demo;
 mod finance;
 mod review;
 mod table;
@@ -45,6 +46,13 @@ pub enum Command {
         /// Jobs in flight at once in this process (default: workers.concurrency).
         #[arg(long, value_name = "N")]
         concurrency: Option<usize>,
+    },
+    /// A realistic run on a fresh embedded database: signed deliveries from three providers,
+    /// the workers, and a summary. Exits 0 only if the outcome is the expected one.
+    Demo {
+        /// Keep the database in this directory (default: a temporary one, removed after).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// Apply settle's and the job queue's migrations, then exit.
     Migrate,
@@ -113,6 +121,7 @@ impl Cli {
                 config.workers.validate().map_err(anyhow::Error::msg)?;
                 serve(config, None, Role::Worker).await
             }
+            Command::Demo { dir } => demo::run(dir).await,
             Command::Migrate => {
                 let store = connect(&config).await?;
                 store.migrate().await.context("migration failed")?;

@@ -224,9 +224,7 @@ async fn the_journal_events_and_audit_log_refuse_changes(backend: Backend) {
         "UPDATE audit_log SET actor = 'someone else'",
         "DELETE FROM audit_log",
     ] {
-        let refused = app.exec(statement).await;
-        assert!(refused.is_err(), "{statement} was allowed");
-        let message = refused.unwrap_err();
+        let message = app.exec(statement).await.expect_err(statement);
         assert!(
             ["append-only", "immutable", "never deleted", "refused"]
                 .iter()
