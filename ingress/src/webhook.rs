@@ -6,7 +6,7 @@ use axum::body::{Body, to_bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use jobs::Recorded;
+use jobs::{Content, Recorded};
 use serde_json::json;
 use tracing::{info, instrument, warn};
 
@@ -22,13 +22,27 @@ pub(crate) async fn receive(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match handle(&ingress, &source_name, &headers, body).await {
+    let started = std::time::Instant::now();
+    // Only configured names become label values: an unknown path cannot grow the metrics.
+    let source_label = if ingress.sources.get(&source_name).is_some() {
+        source_name.clone()
+    } else {
+        "unknown".into()
+    };
+    let response = match handle(&ingress, &source_name, &headers, body).await {
         Ok(response) => response,
         Err(error) => {
             info!(outcome = error.code(), "delivery refused");
+            if !matches!(error, IngressError::Conflict { .. }) {
+                metrics::counter!("settle_deliveries_total", "source" => source_label.clone(), "outcome" => "rejected", "reason" => error.code())
+                    .increment(1);
+            }
             error.into_response()
         }
-    }
+    };
+    metrics::histogram!("settle_ingress_request_duration_seconds", "source" => source_label)
+        .record(started.elapsed().as_secs_f64());
+    response
 }
 
 async fn handle(
@@ -58,6 +72,8 @@ async fn handle(
     let events = match authenticate(source, headers, &body, now)? {
         Adapted::Ignored => {
             info!(outcome = "ignored", "delivery acknowledged");
+            metrics::counter!("settle_deliveries_total", "source" => source.name.to_string(), "outcome" => "ignored", "reason" => "")
+                .increment(1);
             if source.provider == Provider::Adyen {
                 return Ok(adyen_accepted());
             }
@@ -70,7 +86,13 @@ async fn handle(
         IngressError::Unavailable
     })?;
     for (event, outcome) in events.iter().zip(&outcomes) {
-        info!(external_id = %event.external_id, event_id = %outcome.event_id(), outcome = label(outcome), "delivery recorded");
+        let label = match (outcome, &event.content) {
+            (Recorded::New(_), Content::Invalid(_)) => "invalid",
+            _ => label(outcome),
+        };
+        info!(external_id = %event.external_id, event_id = %outcome.event_id(), outcome = label, "delivery recorded");
+        metrics::counter!("settle_deliveries_total", "source" => source.name.to_string(), "outcome" => label, "reason" => "")
+            .increment(1);
     }
     if source.provider == Provider::Adyen {
         // Adyen's retry queue holds back every later notification behind one it keeps failing:

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::EventId;
@@ -54,11 +55,17 @@ pub enum AttemptStart {
 /// What posting did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Posted {
-    /// A new entry was written.
-    New { entry_id: i64 },
+    /// A new entry was written. `received_at`: when the event's delivery was recorded.
+    New {
+        entry_id: i64,
+        received_at: DateTime<Utc>,
+    },
     /// An entry with the same source key and the same facts already existed: the event now
     /// points at it, no entry was written.
-    Replayed { entry_id: i64 },
+    Replayed {
+        entry_id: i64,
+        received_at: DateTime<Utc>,
+    },
     /// The event was already posted or closed when its lock was taken: nothing was written.
     AlreadySettled,
 }

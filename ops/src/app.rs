@@ -71,17 +71,21 @@ impl App {
             false => None,
         };
         tracing::info!(?role, sources = sources.len(), backend = ?store.kind(), "settle built");
+        let worker_health = workers.as_ref().map(Workers::health);
         let mut router = Router::new()
-            .merge(health::router(store.clone()))
+            .merge(health::router(store.clone(), worker_health))
             .merge(Ingress::new(store.clone(), sources, config.body_bytes_max).router());
         if role == Role::Serve {
             let tokens = Arc::new(config.api_tokens()?);
-            router = router.merge(api::router(ApiState {
-                store: store.clone(),
-                tokens,
-                rules: config.posting_rules(),
-            }));
+            router = router
+                .merge(api::router(ApiState {
+                    store: store.clone(),
+                    tokens: tokens.clone(),
+                    rules: config.posting_rules(),
+                }))
+                .merge(crate::dashboard::router(store.clone(), tokens));
         }
+        let router = router.layer(axum::middleware::from_fn(crate::request_id::propagate));
         Ok(App {
             listener,
             store,

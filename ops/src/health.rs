@@ -1,41 +1,85 @@
-//! `GET /healthz` (the process is up) and `GET /readyz` (the database is reachable and every
-//! migration this build knows is applied).
+//! `GET /healthz` (the process is up), `GET /readyz` (the database is reachable, every migration
+//! is applied, and this process' workers are running where it runs them), `GET /metrics`
+//! (Prometheus).
 
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use jobs::Store;
 use serde_json::json;
+use workers::WorkerHealth;
 
-pub fn router(store: Store) -> Router {
+#[derive(Clone, Debug)]
+struct Health {
+    store: Store,
+    /// `None` where this process runs no workers.
+    workers: Option<WorkerHealth>,
+}
+
+pub fn router(store: Store, workers: Option<WorkerHealth>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(store)
+        .route("/metrics", get(metrics))
+        .with_state(Health { store, workers })
 }
 
 async fn healthz() -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
-async fn readyz(State(store): State<Store>) -> Response {
-    match store.ready().await {
-        Ok(()) => Json(json!({"status": "ready"})).into_response(),
+async fn readyz(State(health): State<Health>) -> Response {
+    let not_ready = |reason: &str| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "not_ready", "error": reason})),
+        )
+            .into_response()
+    };
+    if let Err(error) = health.store.ready().await {
+        tracing::warn!(%error, "not ready");
+        return not_ready(if error.is_transient() {
+            "database_unreachable"
+        } else {
+            "database_not_ready"
+        });
+    }
+    if health.workers.as_ref().is_some_and(|w| !w.is_running()) {
+        return not_ready("workers_not_running");
+    }
+    Json(json!({"status": "ready"})).into_response()
+}
+
+/// Counters and histograms as recorded; the backlog gauges read from the store now.
+async fn metrics(State(health): State<Health>) -> Response {
+    match health.store.gauges().await {
+        Ok(gauges) => {
+            metrics::gauge!("settle_queue_depth").set(gauges.queue_depth as f64);
+            metrics::gauge!("settle_queue_oldest_pending_age_seconds")
+                .set(gauges.oldest_pending_age_secs as f64);
+            metrics::gauge!("settle_conflicts_open").set(gauges.open_conflicts as f64);
+            for class in ["permanent", "exhausted"] {
+                let open = gauges
+                    .open_dead_letters
+                    .iter()
+                    .find(|(c, _)| c == class)
+                    .map_or(0, |(_, n)| *n);
+                metrics::gauge!("settle_dead_letters_open", "error_class" => class)
+                    .set(open as f64);
+            }
+            metrics::gauge!("settle_database_up").set(1.0);
+        }
         Err(error) => {
-            let reason = if error.is_transient() {
-                "database_unreachable"
-            } else {
-                "database_not_ready"
-            };
-            tracing::warn!(%error, "not ready");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({"status": "not_ready", "error": reason})),
-            )
-                .into_response()
+            tracing::warn!(%error, "metrics: store gauges unavailable");
+            metrics::gauge!("settle_database_up").set(0.0);
         }
     }
+    if let Some(workers) = &health.workers {
+        metrics::gauge!("settle_workers_running").set(if workers.is_running() { 1.0 } else { 0.0 });
+    }
+    let body = crate::telemetry::metrics().render();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }

@@ -19,3 +19,25 @@ pub fn init() {
     // Already initialised (tests start several apps in one process): keep the first.
     drop(result);
 }
+
+/// The process' Prometheus recorder, installed on first use (once per process, whatever the
+/// number of apps in it).
+pub fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| {
+        const SECONDS: &[f64] = &[
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            60.0, 300.0,
+        ];
+        let builder = metrics_exporter_prometheus::PrometheusBuilder::new();
+        let builder = builder
+            .set_buckets(SECONDS)
+            .unwrap_or_else(|_| metrics_exporter_prometheus::PrometheusBuilder::new());
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        // Another recorder may already be installed (a host embedding settle): keep it.
+        let _ = metrics::set_global_recorder(recorder);
+        handle
+    })
+}

@@ -49,6 +49,21 @@ pub struct Workers {
     store: Store,
     settings: WorkerSettings,
     runner: Arc<Runner>,
+    health: WorkerHealth,
+}
+
+/// Whether this process' worker is running right now (for `/readyz`).
+#[derive(Clone, Debug, Default)]
+pub struct WorkerHealth(Arc<std::sync::atomic::AtomicBool>);
+
+impl WorkerHealth {
+    pub fn is_running(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn set(&self, running: bool) {
+        self.0.store(running, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Workers {
@@ -68,7 +83,12 @@ impl Workers {
             store,
             settings,
             runner,
+            health: WorkerHealth::default(),
         })
+    }
+
+    pub fn health(&self) -> WorkerHealth {
+        self.health.clone()
     }
 
     /// Checks the connection supports what workers need, then works until `shutdown`.
@@ -96,7 +116,10 @@ impl Workers {
             let name = worker_name();
             let started = Instant::now();
             info!(worker = %name, concurrency = self.settings.concurrency, "worker starting");
-            match self.run_worker(&name, shutdown).await {
+            self.health.set(true);
+            let result = self.run_worker(&name, shutdown).await;
+            self.health.set(false);
+            match result {
                 Ok(()) if shutdown.is_cancelled() => break,
                 Ok(()) => warn!(worker = %name, "worker stopped by itself; restarting"),
                 Err(error) => error!(worker = %name, %error, "worker failed; restarting"),
@@ -227,7 +250,10 @@ async fn sweep_loop(store: Store, settings: WorkerSettings, shutdown: Cancellati
             .await
         {
             Ok(0) => {}
-            Ok(count) => warn!(count, "sweep re-enqueued stranded events"),
+            Ok(count) => {
+                metrics::counter!("settle_sweep_requeued_total").increment(count);
+                warn!(count, "sweep re-enqueued stranded events");
+            }
             Err(error) => warn!(%error, "sweep failed"),
         }
     }

@@ -15,5 +15,5 @@ mod runner;
 mod settings;
 mod wake;
 
-pub use fleet::{Workers, WorkersError};
+pub use fleet::{WorkerHealth, Workers, WorkersError};
 pub use settings::WorkerSettings;

@@ -82,6 +82,7 @@ impl Runner {
         job_id: String,
         worker: &str,
     ) -> Result<(), BoxDynError> {
+        let started = std::time::Instant::now();
         let finish = match payload {
             JobPayload::Post(post) => {
                 let job = JobRef {
@@ -92,6 +93,7 @@ impl Runner {
             }
             JobPayload::Unreadable(value) => self.unreadable(&job_id, &value).await,
         };
+        metrics::histogram!("settle_job_duration_seconds").record(started.elapsed().as_secs_f64());
         match finish {
             Finish::Done => Ok(()),
             Finish::Kill(reason) => Err(AbortError::new(reason).into()),
@@ -114,17 +116,23 @@ impl Runner {
             Err(error) => return error.into(),
         };
         let attempt = match start {
-            AttemptStart::Run { attempt } => attempt,
+            AttemptStart::Run { attempt } => {
+                metrics::counter!("settle_job_attempts_started_total").increment(1);
+                attempt
+            }
             AttemptStart::NothingToDo => {
                 debug!(job_id = %job.job_id, event_id = %job.event_id, "event already settled");
+                count("nothing_to_do");
                 return Finish::Done;
             }
             AttemptStart::Stray => {
                 error!(job_id = %job.job_id, event_id = %job.event_id, "job names no event; killed");
+                count("stray");
                 return Finish::Kill("job names no event");
             }
             AttemptStart::Exhausted => {
                 warn!(job_id = %job.job_id, event_id = %job.event_id, "attempts exhausted; dead-lettered");
+                count("exhausted");
                 return Finish::Kill("attempts exhausted");
             }
             AttemptStart::Rescued { attempts } => {
@@ -133,6 +141,8 @@ impl Runner {
                 if let Err(error) = self.store.retry_later(&job.job_id, delay_ms).await {
                     return error.into();
                 }
+                count("rescued");
+                metrics::counter!("settle_job_rescues_total").increment(1);
                 return Finish::HandBack(Handback::Rescued(delay_ms));
             }
         };
@@ -149,6 +159,15 @@ impl Runner {
                     Posted::AlreadySettled => "already_settled",
                 };
                 info!(job_id = %job.job_id, event_id = %job.event_id, attempt, outcome, "job done");
+                count(outcome);
+                if let Posted::New { received_at, .. } | Posted::Replayed { received_at, .. } =
+                    posted
+                {
+                    let lag = (chrono::Utc::now() - received_at)
+                        .to_std()
+                        .unwrap_or_default();
+                    metrics::histogram!("settle_posting_lag_seconds").record(lag.as_secs_f64());
+                }
                 return Finish::Done;
             }
             Err(error) => error,
@@ -165,10 +184,12 @@ impl Runner {
         match decision {
             FailureDecision::RetryAfterMs(delay_ms) => {
                 info!(job_id = %job.job_id, event_id = %job.event_id, attempt, delay_ms, code = error.code(), "attempt failed; retry scheduled");
+                count("retry");
                 Finish::HandBack(Handback::Retry(error))
             }
             FailureDecision::DeadLetter(class) => {
                 warn!(job_id = %job.job_id, event_id = %job.event_id, attempt, class = class.as_str(), code = error.code(), "dead-lettered");
+                count("dead_lettered");
                 Finish::Kill("dead-lettered")
             }
         }
@@ -180,6 +201,7 @@ impl Runner {
         match self.store.dead_letter_unreadable_job(job_id, &detail).await {
             Ok(Some(event_id)) => {
                 warn!(job_id, %event_id, "unreadable job payload; event dead-lettered");
+                count("unreadable");
                 Finish::Kill("unreadable payload")
             }
             Ok(None) => {
@@ -187,9 +209,15 @@ impl Runner {
                     job_id,
                     "unreadable job payload of no recorded event; killed"
                 );
+                count("unreadable");
                 Finish::Kill("unreadable payload")
             }
             Err(error) => error.into(),
         }
     }
+}
+
+/// One job run ended this way (`settle_jobs_total{outcome}`).
+fn count(outcome: &'static str) {
+    metrics::counter!("settle_jobs_total", "outcome" => outcome).increment(1);
 }

@@ -23,6 +23,18 @@ use crate::review::{
     Decision, DecisionError, EventView, Page, PageRequest,
 };
 
+/// What the store says about the system's backlog, read when metrics are scraped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gauges {
+    /// Jobs not finished yet (waiting, running, or waiting for a retry).
+    pub queue_depth: i64,
+    /// How long the oldest job that is due has waited to be picked up.
+    pub oldest_pending_age_secs: i64,
+    pub open_conflicts: i64,
+    /// Open dead letters by error class.
+    pub open_dead_letters: Vec<(String, i64)>,
+}
+
 /// One invariant checked by [`Store::verify`].
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Check {
@@ -328,6 +340,31 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<PayoutSummary>, StoreError> {
         on_backend!(self, store => store.payouts(after, limit).await)
+    }
+
+    /// The backlog gauges (queue depth, oldest due job, open dead letters and conflicts).
+    pub async fn gauges(&self) -> Result<Gauges, StoreError> {
+        on_backend!(self, store => store.gauges().await)
+    }
+
+    /// Per UTC day over the last `days` days: `(date, events received, entries written)`.
+    pub async fn activity(
+        &self,
+        days: u32,
+    ) -> Result<Vec<(chrono::NaiveDate, i64, i64)>, StoreError> {
+        let since =
+            chrono::Utc::now().date_naive() - chrono::Days::new(u64::from(days.saturating_sub(1)));
+        let (events, entries) = on_backend!(self, store => store.activity(since).await)?;
+        let count = |rows: &[(String, i64)], day: chrono::NaiveDate| {
+            rows.iter()
+                .find(|(d, _)| *d == day.to_string())
+                .map_or(0, |(_, n)| *n)
+        };
+        Ok(since
+            .iter_days()
+            .take(days as usize)
+            .map(|day| (day, count(&events, day), count(&entries, day)))
+            .collect())
     }
 
     /// Checks DESIGN §9's invariants against what is stored.

@@ -6,6 +6,7 @@ mod finance;
 mod fleet;
 mod hostile;
 mod ingress_standard;
+mod observability;
 mod ops;
 mod posting;
 mod providers;

@@ -85,7 +85,7 @@ impl PgStore {
         let mut tx = self.pool.begin().await.map_err(StoreError::from)?;
         set_lock_timeout(&mut tx, lock_timeout_ms).await?;
         let row = sqlx::query(
-            "SELECT source, status, job_id, facts, validation_error FROM settlement_events
+            "SELECT source, status, job_id, facts, validation_error, received_at FROM settlement_events
              WHERE id = $1 FOR UPDATE",
         )
         .bind(job.event_id.get())
@@ -94,6 +94,8 @@ impl PgStore {
         .map_err(StoreError::from)?
         .ok_or_else(|| PostError::CorruptEvent(format!("event {} does not exist", job.event_id)))?;
         let status: String = row.try_get("status").map_err(StoreError::from)?;
+        let received_at: chrono::DateTime<chrono::Utc> =
+            row.try_get("received_at").map_err(StoreError::from)?;
         let current_job: String = row.try_get("job_id").map_err(StoreError::from)?;
         if status != EventStatus::Recorded.as_str() || current_job != job.job_id {
             finish_attempt(&mut tx, job, attempt, AttemptOutcome::Settled, None).await?;
@@ -134,7 +136,10 @@ impl PgStore {
         )
         .await?;
         let outcome = match inserted {
-            Some(entry_id) => Posted::New { entry_id },
+            Some(entry_id) => Posted::New {
+                entry_id,
+                received_at,
+            },
             None => {
                 let (entry_id, stored): (i64, String) = sqlx::query_as(
                     "SELECT id, request_fingerprint FROM journal_entries WHERE source_key = $1",
@@ -148,10 +153,13 @@ impl PgStore {
                         source_key: draft.source_key,
                     });
                 }
-                Posted::Replayed { entry_id }
+                Posted::Replayed {
+                    entry_id,
+                    received_at,
+                }
             }
         };
-        let (Posted::New { entry_id } | Posted::Replayed { entry_id }) = outcome else {
+        let (Posted::New { entry_id, .. } | Posted::Replayed { entry_id, .. }) = outcome else {
             return Ok(outcome);
         };
         set_event_status(

@@ -1,7 +1,8 @@
 //! `settle verify`: DESIGN §9's invariants, checked against what is stored.
 
 use super::PgStore;
-use crate::store::{Check, StoreError};
+use crate::job::POST_SETTLEMENT_QUEUE;
+use crate::store::{Check, Gauges, StoreError};
 
 /// Each check: a name, what it asserts, and a query listing violating rows (as text).
 const CHECKS: &[(&str, &str, &str)] = &[
@@ -94,5 +95,58 @@ impl PgStore {
             });
         }
         Ok(checks)
+    }
+}
+
+impl PgStore {
+    pub(in crate::store) async fn gauges(&self) -> Result<Gauges, StoreError> {
+        let (queue_depth, oldest_pending_age_secs, open_conflicts): (i64, i64, i64) = sqlx::query_as(
+            "SELECT
+                 (SELECT count(*) FROM apalis.jobs WHERE job_type = $1
+                    AND (status IN ('Pending', 'Queued', 'Running') OR (status = 'Failed' AND attempts < max_attempts))),
+                 (SELECT coalesce(extract(epoch FROM now() - min(run_at)), 0)::bigint FROM apalis.jobs
+                    WHERE job_type = $1 AND status = 'Pending' AND run_at <= now()),
+                 (SELECT count(*) FROM event_conflicts WHERE state = 'open')",
+        )
+        .bind(POST_SETTLEMENT_QUEUE)
+        .fetch_one(&self.pool)
+        .await?;
+        let open_dead_letters: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT error_class, count(*) FROM dead_letters WHERE state = 'open' GROUP BY error_class ORDER BY error_class",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Gauges {
+            queue_depth,
+            oldest_pending_age_secs,
+            open_conflicts,
+            open_dead_letters,
+        })
+    }
+}
+
+type DayCounts = Vec<(String, i64)>;
+
+impl PgStore {
+    /// Events received and entries written per UTC day since `since`.
+    pub(in crate::store) async fn activity(
+        &self,
+        since: chrono::NaiveDate,
+    ) -> Result<(DayCounts, DayCounts), StoreError> {
+        let events = sqlx::query_as(
+            "SELECT to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), count(*) FROM settlement_events
+             WHERE received_at >= $1::date GROUP BY 1",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        let entries = sqlx::query_as(
+            "SELECT to_char(recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), count(*) FROM journal_entries
+             WHERE recorded_at >= $1::date GROUP BY 1",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok((events, entries))
     }
 }

@@ -84,13 +84,15 @@ impl SqliteStore {
         _lock_timeout_ms: u64,
     ) -> Result<Posted, PostError> {
         let mut tx = self.write().await?;
-        let row = sqlx::query("SELECT source, status, job_id, facts, validation_error FROM settlement_events WHERE id = ?1")
+        let row = sqlx::query("SELECT source, status, job_id, facts, validation_error, received_at FROM settlement_events WHERE id = ?1")
             .bind(job.event_id.get())
             .fetch_optional(&mut *tx)
             .await
             .map_err(StoreError::from)?
             .ok_or_else(|| PostError::CorruptEvent(format!("event {} does not exist", job.event_id)))?;
         let status: String = row.try_get("status").map_err(StoreError::from)?;
+        let received_at: chrono::DateTime<chrono::Utc> =
+            row.try_get("received_at").map_err(StoreError::from)?;
         let current_job: String = row.try_get("job_id").map_err(StoreError::from)?;
         if status != EventStatus::Recorded.as_str() || current_job != job.job_id {
             finish_attempt(&mut tx, job, attempt, AttemptOutcome::Settled, None).await?;
@@ -128,7 +130,10 @@ impl SqliteStore {
         .await
         .map_err(StoreError::from)?;
         let outcome = match existing {
-            Some((entry_id, stored)) if stored == fingerprint => Posted::Replayed { entry_id },
+            Some((entry_id, stored)) if stored == fingerprint => Posted::Replayed {
+                entry_id,
+                received_at,
+            },
             Some(_) => {
                 return Err(PostError::SourceReplayConflict {
                     source_key: draft.source_key,
@@ -145,9 +150,10 @@ impl SqliteStore {
                     reverses,
                 )
                 .await?,
+                received_at,
             },
         };
-        let (Posted::New { entry_id } | Posted::Replayed { entry_id }) = outcome else {
+        let (Posted::New { entry_id, .. } | Posted::Replayed { entry_id, .. }) = outcome else {
             return Ok(outcome);
         };
         set_event_status(

@@ -1,7 +1,8 @@
 //! `settle verify` on SQLite: the same invariants as on PostgreSQL.
 
 use super::SqliteStore;
-use crate::store::{Check, StoreError};
+use crate::job::POST_SETTLEMENT_QUEUE;
+use crate::store::{Check, Gauges, StoreError};
 
 const CHECKS: &[(&str, &str, &str)] = &[
     (
@@ -92,5 +93,57 @@ impl SqliteStore {
             });
         }
         Ok(checks)
+    }
+}
+
+impl SqliteStore {
+    pub(in crate::store) async fn gauges(&self) -> Result<Gauges, StoreError> {
+        let (queue_depth, oldest_pending_age_secs, open_conflicts): (i64, i64, i64) = sqlx::query_as(
+            "SELECT
+                 (SELECT count(*) FROM Jobs WHERE job_type = ?1
+                    AND (status IN ('Pending', 'Queued', 'Running') OR (status = 'Failed' AND attempts < max_attempts))),
+                 (SELECT coalesce(CAST(strftime('%s', 'now') AS INTEGER) - min(run_at), 0) FROM Jobs
+                    WHERE job_type = ?1 AND status = 'Pending' AND run_at <= CAST(strftime('%s', 'now') AS INTEGER)),
+                 (SELECT count(*) FROM event_conflicts WHERE state = 'open')",
+        )
+        .bind(POST_SETTLEMENT_QUEUE)
+        .fetch_one(&self.pool)
+        .await?;
+        let open_dead_letters: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT error_class, count(*) FROM dead_letters WHERE state = 'open' GROUP BY error_class ORDER BY error_class",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Gauges {
+            queue_depth,
+            oldest_pending_age_secs,
+            open_conflicts,
+            open_dead_letters,
+        })
+    }
+}
+
+type DayCounts = Vec<(String, i64)>;
+
+impl SqliteStore {
+    /// Events received and entries written per UTC day since `since` (timestamps are UTC text).
+    pub(in crate::store) async fn activity(
+        &self,
+        since: chrono::NaiveDate,
+    ) -> Result<(DayCounts, DayCounts), StoreError> {
+        let since = since.to_string();
+        let events = sqlx::query_as(
+            "SELECT substr(received_at, 1, 10), count(*) FROM settlement_events WHERE received_at >= ?1 GROUP BY 1",
+        )
+        .bind(&since)
+        .fetch_all(&self.pool)
+        .await?;
+        let entries = sqlx::query_as(
+            "SELECT substr(recorded_at, 1, 10), count(*) FROM journal_entries WHERE recorded_at >= ?1 GROUP BY 1",
+        )
+        .bind(&since)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok((events, entries))
     }
 }

@@ -1,0 +1,191 @@
+//! Seeing the system: `/metrics` after a scripted run, request ids, readiness.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+use tests::app::{STANDARD_SECRET_UNKNOWN, charge, spawn_app};
+use tests::sign::{now, standard_headers};
+
+/// `name{labels} value` lines of a Prometheus text page, by series.
+async fn scrape(app: &tests::TestApp) -> BTreeMap<String, f64> {
+    let text = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            Some((series.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, series: &str) -> f64 {
+    after.get(series).copied().unwrap_or(0.0) - before.get(series).copied().unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn metrics_count_a_scripted_run() {
+    let app = spawn_app().await;
+    let before = scrape(&app).await;
+
+    let good = charge("ch_1", "100.00", "3.20", "96.80");
+    for (id, body) in [
+        ("msg_1", good.clone()),
+        ("msg_2", charge("ch_2", "10.00", "0.30", "9.70")),
+        ("msg_1", good.clone()),
+        ("msg_1", charge("ch_1", "100.01", "3.20", "96.81")),
+        (
+            "msg_3",
+            json!({"type": "invoice.paid", "data": {}}).to_string(),
+        ),
+        ("msg_4", charge("ch_4", "10.00", "0.30", "9.00")),
+    ] {
+        app.post_standard(id, &body).await;
+    }
+    let forged = standard_headers(STANDARD_SECRET_UNKNOWN, "msg_5", now(), good.as_bytes());
+    app.post("/webhooks/std", &forged, &good).await;
+    app.post("/webhooks/nope", &forged, &good).await;
+    app.wait_settled(30).await;
+    // apalis acknowledges finished jobs in batches, a moment after the posting committed.
+    app.wait_for(
+        "every job acknowledged",
+        30,
+        "SELECT count(*) = 0 FROM apalis.jobs WHERE status IN ('Pending', 'Queued', 'Running')",
+    )
+    .await;
+    let after = scrape(&app).await;
+
+    let deliveries = |outcome: &str, reason: &str| {
+        delta(
+            &before,
+            &after,
+            &format!(
+                "settle_deliveries_total{{source=\"std\",outcome=\"{outcome}\",reason=\"{reason}\"}}"
+            ),
+        )
+    };
+    assert_eq!(deliveries("recorded", ""), 2.0);
+    assert_eq!(deliveries("invalid", ""), 1.0);
+    assert_eq!(deliveries("duplicate", ""), 1.0);
+    assert_eq!(deliveries("conflict", ""), 1.0);
+    assert_eq!(deliveries("ignored", ""), 1.0);
+    assert_eq!(deliveries("rejected", "invalid_signature"), 1.0);
+    assert_eq!(
+        delta(
+            &before,
+            &after,
+            "settle_deliveries_total{source=\"unknown\",outcome=\"rejected\",reason=\"unknown_source\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        delta(
+            &before,
+            &after,
+            "settle_ingress_request_duration_seconds_count{source=\"std\"}"
+        ),
+        7.0
+    );
+    assert_eq!(
+        delta(&before, &after, "settle_jobs_total{outcome=\"posted\"}"),
+        2.0
+    );
+    assert_eq!(
+        delta(
+            &before,
+            &after,
+            "settle_jobs_total{outcome=\"dead_lettered\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        delta(&before, &after, "settle_job_attempts_started_total"),
+        3.0
+    );
+    assert_eq!(
+        delta(&before, &after, "settle_posting_lag_seconds_count"),
+        2.0
+    );
+    assert_eq!(
+        after.get("settle_dead_letters_open{error_class=\"permanent\"}"),
+        Some(&1.0)
+    );
+    assert_eq!(
+        after.get("settle_dead_letters_open{error_class=\"exhausted\"}"),
+        Some(&0.0)
+    );
+    assert_eq!(after.get("settle_conflicts_open"), Some(&1.0));
+    assert_eq!(after.get("settle_queue_depth"), Some(&0.0));
+    assert_eq!(after.get("settle_workers_running"), Some(&1.0));
+    assert_eq!(after.get("settle_database_up"), Some(&1.0));
+}
+
+#[tokio::test]
+async fn every_response_carries_a_request_id() {
+    let app = spawn_app().await;
+    let response = app
+        .http
+        .get(app.url("/healthz"))
+        .send()
+        .await
+        .expect("healthz");
+    let generated = response
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    assert!(
+        generated.as_ref().is_some_and(|id| id.len() == 26),
+        "a ULID: {generated:?}"
+    );
+    // Ready once the workers run (a moment after start): database, migrations, workers.
+    let mut ready = None;
+    for _ in 0..100 {
+        let response = app
+            .http
+            .get(app.url("/readyz"))
+            .header("x-request-id", "trace-42")
+            .send()
+            .await
+            .expect("readyz");
+        assert_eq!(
+            response
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok()),
+            Some("trace-42")
+        );
+        if response.status().as_u16() == 200 {
+            ready = Some(response);
+            break;
+        }
+        let body: serde_json::Value = response.json().await.expect("json");
+        assert_eq!(
+            body["error"], "workers_not_running",
+            "only the workers may still be starting"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(ready.is_some(), "ready within 10 s");
+    let response = app
+        .http
+        .get(app.url("/healthz"))
+        .header("x-request-id", "bad id with spaces")
+        .send()
+        .await
+        .expect("healthz");
+    assert_ne!(
+        response
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok()),
+        Some("bad id with spaces")
+    );
+}
