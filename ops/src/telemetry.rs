@@ -20,6 +20,24 @@ pub fn init() {
     drop(result);
 }
 
+/// JSON logs appended to `path` instead of stderr (for test runs whose logs are checked).
+pub fn init_to_file(path: &std::path::Path) -> std::io::Result<()> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"));
+    let result = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::sync::Mutex::new(file))
+        .json()
+        .flatten_event(true)
+        .try_init();
+    drop(result);
+    Ok(())
+}
+
 /// The process' Prometheus recorder, installed on first use (once per process, whatever the
 /// number of apps in it).
 pub fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {

@@ -189,7 +189,7 @@ pub async fn spawn(options: AppOptions) -> TestApp {
 pub async fn start(database: Database, options: AppOptions) -> TestApp {
     let config =
         Config::from_toml(&config_toml(&database.url(), &options)).expect("test configuration");
-    ops::telemetry::init();
+    crate::logs::init();
     let app = App::build(&config, options.role).await.expect("app builds");
     let addr = match options.role {
         Role::Worker => SocketAddr::from(([127, 0, 0, 1], 0)),

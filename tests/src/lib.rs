@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod db;
+pub mod logs;
 pub mod process;
 pub mod sign;
 

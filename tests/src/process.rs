@@ -84,6 +84,24 @@ impl Default for Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
+        // Keep the processes' logs for the run's log check.
+        if let Some(collected) = crate::logs::dir()
+            && let Ok(entries) = std::fs::read_dir(&self.dir)
+        {
+            for entry in entries.flatten() {
+                if entry.path().extension().is_some_and(|ext| ext == "log") {
+                    let name = format!(
+                        "{}-{}",
+                        self.dir
+                            .file_name()
+                            .and_then(|n| n.to_str())
+                            .unwrap_or("scratch"),
+                        entry.file_name().to_string_lossy()
+                    );
+                    let _ = std::fs::copy(entry.path(), collected.join(name));
+                }
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

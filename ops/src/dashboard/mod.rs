@@ -173,7 +173,7 @@ async fn logout(
     parts: SessionCookie,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    if let Err(refused) = check_action(&session, &headers, &form.csrf, false) {
+    if let Some(refused) = check_action(&session, &headers, &form.csrf, false) {
         return refused;
     }
     state.sessions.close(&parts.0);
@@ -201,14 +201,14 @@ impl FromRequestParts<DashboardState> for SessionCookie {
     }
 }
 
-/// An action needs the session's CSRF token, a same-origin request, and (unless `any_role`) a
+/// The refusal of an action, if it is refused. An action needs the session's CSRF token, a same-origin request, and (unless `any_role`) a
 /// role that may act.
 fn check_action(
     session: &Session,
     headers: &HeaderMap,
     csrf: &str,
     needs_ops: bool,
-) -> Result<(), Response> {
+) -> Option<Response> {
     let forbidden = |why: &str| {
         (
             StatusCode::FORBIDDEN,
@@ -217,7 +217,7 @@ fn check_action(
             .into_response()
     };
     if needs_ops && !session.caller.role.may_act() {
-        return Err(forbidden("This role may read but not act."));
+        return Some(forbidden("This role may read but not act."));
     }
     let same_origin = headers
         .get(ORIGIN)
@@ -230,11 +230,11 @@ fn check_action(
             origin.ends_with(&format!("//{host}"))
         });
     if !same_origin || csrf.len() != session.csrf.len() || csrf != session.csrf {
-        return Err(forbidden(
+        return Some(forbidden(
             "The form is stale or did not come from this dashboard; reload the page.",
         ));
     }
-    Ok(())
+    None
 }
 
 async fn overview(State(state): State<DashboardState>, Viewer(session): Viewer) -> Page {
@@ -388,7 +388,7 @@ async fn decide_dead_letter(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Response {
-    if let Err(refused) = check_action(&session, &headers, &form.csrf, true) {
+    if let Some(refused) = check_action(&session, &headers, &form.csrf, true) {
         return refused;
     }
     let decision = Decision {
@@ -476,7 +476,7 @@ async fn resolve_conflict(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Response {
-    if let Err(refused) = check_action(&session, &headers, &form.csrf, true) {
+    if let Some(refused) = check_action(&session, &headers, &form.csrf, true) {
         return refused;
     }
     let decision = Decision {

@@ -1,6 +1,7 @@
 //! settle's integration suite: one test binary, modules by area.
 
 mod conformance;
+mod dashboard;
 mod embedded;
 mod finance;
 mod fleet;

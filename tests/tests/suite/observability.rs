@@ -7,7 +7,7 @@ use tests::app::{STANDARD_SECRET_UNKNOWN, charge, spawn_app};
 use tests::sign::{now, standard_headers};
 
 /// `name{labels} value` lines of a Prometheus text page, by series.
-async fn scrape(app: &tests::TestApp) -> BTreeMap<String, f64> {
+async fn scrape(app: &tests::TestApp) -> BTreeMap<String, i64> {
     let text = app
         .http
         .get(app.url("/metrics"))
@@ -21,13 +21,14 @@ async fn scrape(app: &tests::TestApp) -> BTreeMap<String, f64> {
         .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
         .filter_map(|line| {
             let (series, value) = line.rsplit_once(' ')?;
+            // Every series read here is a count; sums and bucket bounds are skipped.
             Some((series.to_owned(), value.parse().ok()?))
         })
         .collect()
 }
 
-fn delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, series: &str) -> f64 {
-    after.get(series).copied().unwrap_or(0.0) - before.get(series).copied().unwrap_or(0.0)
+fn delta(before: &BTreeMap<String, i64>, after: &BTreeMap<String, i64>, series: &str) -> i64 {
+    after.get(series).copied().unwrap_or(0) - before.get(series).copied().unwrap_or(0)
 }
 
 #[tokio::test]
@@ -71,19 +72,19 @@ async fn metrics_count_a_scripted_run() {
             ),
         )
     };
-    assert_eq!(deliveries("recorded", ""), 2.0);
-    assert_eq!(deliveries("invalid", ""), 1.0);
-    assert_eq!(deliveries("duplicate", ""), 1.0);
-    assert_eq!(deliveries("conflict", ""), 1.0);
-    assert_eq!(deliveries("ignored", ""), 1.0);
-    assert_eq!(deliveries("rejected", "invalid_signature"), 1.0);
+    assert_eq!(deliveries("recorded", ""), 2);
+    assert_eq!(deliveries("invalid", ""), 1);
+    assert_eq!(deliveries("duplicate", ""), 1);
+    assert_eq!(deliveries("conflict", ""), 1);
+    assert_eq!(deliveries("ignored", ""), 1);
+    assert_eq!(deliveries("rejected", "invalid_signature"), 1);
     assert_eq!(
         delta(
             &before,
             &after,
             "settle_deliveries_total{source=\"unknown\",outcome=\"rejected\",reason=\"unknown_source\"}"
         ),
-        1.0
+        1
     );
     assert_eq!(
         delta(
@@ -91,11 +92,11 @@ async fn metrics_count_a_scripted_run() {
             &after,
             "settle_ingress_request_duration_seconds_count{source=\"std\"}"
         ),
-        7.0
+        7
     );
     assert_eq!(
         delta(&before, &after, "settle_jobs_total{outcome=\"posted\"}"),
-        2.0
+        2
     );
     assert_eq!(
         delta(
@@ -103,28 +104,28 @@ async fn metrics_count_a_scripted_run() {
             &after,
             "settle_jobs_total{outcome=\"dead_lettered\"}"
         ),
-        1.0
+        1
     );
     assert_eq!(
         delta(&before, &after, "settle_job_attempts_started_total"),
-        3.0
+        3
     );
     assert_eq!(
         delta(&before, &after, "settle_posting_lag_seconds_count"),
-        2.0
+        2
     );
     assert_eq!(
         after.get("settle_dead_letters_open{error_class=\"permanent\"}"),
-        Some(&1.0)
+        Some(&1)
     );
     assert_eq!(
         after.get("settle_dead_letters_open{error_class=\"exhausted\"}"),
-        Some(&0.0)
+        Some(&0)
     );
-    assert_eq!(after.get("settle_conflicts_open"), Some(&1.0));
-    assert_eq!(after.get("settle_queue_depth"), Some(&0.0));
-    assert_eq!(after.get("settle_workers_running"), Some(&1.0));
-    assert_eq!(after.get("settle_database_up"), Some(&1.0));
+    assert_eq!(after.get("settle_conflicts_open"), Some(&1));
+    assert_eq!(after.get("settle_queue_depth"), Some(&0));
+    assert_eq!(after.get("settle_workers_running"), Some(&1));
+    assert_eq!(after.get("settle_database_up"), Some(&1));
 }
 
 #[tokio::test]
