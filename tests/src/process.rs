@@ -43,6 +43,18 @@ pub fn settle_binary() -> &'static Path {
     })
 }
 
+/// `settle` as a child process. The harness' own variables (`SETTLE_TEST_*`) are not passed on:
+/// settle reads every `SETTLE_*` variable as configuration and refuses unknown ones.
+pub fn settle_command() -> Command {
+    let mut command = Command::new(settle_binary());
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("SETTLE_TEST_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
 /// A scratch directory for a fleet's config and logs, removed when dropped.
 #[derive(Debug)]
 pub struct Scratch {
@@ -121,7 +133,7 @@ pub fn spawn_settle(
         .append(true)
         .open(scratch.dir.join(format!("{log_name}.log")))
         .expect("log file");
-    let mut command = Command::new(settle_binary());
+    let mut command = settle_command();
     command
         .arg("--config")
         .arg(config)
@@ -151,7 +163,7 @@ pub fn spawn_settle_in(
         .append(true)
         .open(scratch.dir.join(format!("{log_name}.log")))
         .expect("log file");
-    let mut command = Command::new(settle_binary());
+    let mut command = settle_command();
     command
         .args(args)
         .current_dir(&scratch.dir)
@@ -169,7 +181,7 @@ pub fn spawn_settle_in(
 
 /// Runs `settle <args>` to completion; returns (exit success, stdout).
 pub async fn run_settle(config: &Path, database_url: &str, args: &[&str]) -> (bool, String) {
-    let output = Command::new(settle_binary())
+    let output = settle_command()
         .arg("--config")
         .arg(config)
         .args(args)

@@ -4,13 +4,13 @@
 use std::time::Duration;
 
 use tests::app::{STANDARD_SECRET, charge};
-use tests::process::{Scratch, free_port, settle_binary, spawn_settle_in};
+use tests::process::{Scratch, free_port, settle_command, spawn_settle_in};
 use tests::sign::{now, standard_headers};
 
 #[tokio::test]
 async fn settle_demo_ends_as_expected_and_starts_clean_each_time() {
     for run in 1..=2 {
-        let output = tokio::process::Command::new(settle_binary())
+        let output = settle_command()
             .arg("demo")
             .env_remove("DATABASE_URL")
             .output()
