@@ -10,6 +10,7 @@ pub mod config;
 mod dashboard;
 pub mod export;
 mod health;
+pub mod loadgen;
 mod request_id;
 pub mod sign;
 pub mod telemetry;

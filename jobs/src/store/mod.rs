@@ -367,6 +367,15 @@ impl Store {
             .collect())
     }
 
+    /// Events of `source` whose external id starts with `prefix` (load runs name theirs so).
+    pub async fn count_events_with_prefix(
+        &self,
+        source: &str,
+        prefix: &str,
+    ) -> Result<i64, StoreError> {
+        on_backend!(self, store => store.count_events_with_prefix(source, prefix).await)
+    }
+
     /// Checks DESIGN §9's invariants against what is stored.
     pub async fn verify(&self) -> Result<Vec<Check>, StoreError> {
         on_backend!(self, store => store.verify().await)

@@ -54,6 +54,16 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Send signed deliveries at a concurrency and rate; report throughput, latency and answers.
+    Loadgen {
+        #[command(flatten)]
+        load: crate::loadgen::LoadOptions,
+        /// Afterwards, check the store (DATABASE_URL) holds exactly the run's events.
+        #[arg(long)]
+        verify: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Apply settle's and the job queue's migrations, then exit.
     Migrate,
     /// Drain the dead letter: list, show, requeue, discard.
@@ -122,6 +132,10 @@ impl Cli {
                 serve(config, None, Role::Worker).await
             }
             Command::Demo { dir } => demo::run(dir).await,
+            Command::Loadgen { load, verify, json } => {
+                crate::loadgen::command(load, verify.then(|| config.database_url.clone()), json)
+                    .await
+            }
             Command::Migrate => {
                 let store = connect(&config).await?;
                 store.migrate().await.context("migration failed")?;

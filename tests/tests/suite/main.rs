@@ -7,6 +7,7 @@ mod finance;
 mod fleet;
 mod hostile;
 mod ingress_standard;
+mod loadgen;
 mod observability;
 mod ops;
 mod posting;

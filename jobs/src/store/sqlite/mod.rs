@@ -116,6 +116,20 @@ impl SqliteStore {
         Ok(())
     }
 
+    pub(super) async fn count_events_with_prefix(
+        &self,
+        source: &str,
+        prefix: &str,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT count(*) FROM settlement_events WHERE source = ?1 AND substr(external_id, 1, length(?2)) = ?2",
+        )
+        .bind(source)
+        .bind(prefix)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
     pub(super) async fn external_id(
         &self,
         event_id: EventId,
