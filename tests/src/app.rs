@@ -51,6 +51,8 @@ backoff_max_ms = 1000
 sweep_interval_secs = 1
 sweep_grace_secs = 1
 drain_timeout_secs = 5
+# Tests count job rows after posting; the pruning tests turn pruning on.
+prune_interval_ms = 3600000
 "#;
 
 /// Which store a test runs on.

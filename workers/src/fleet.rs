@@ -236,13 +236,22 @@ fn restart_pause(failures: u32, max: Duration) -> Duration {
         .min(max)
 }
 
-/// Re-enqueues recorded events left without a live job: a backstop, idempotent, safe to run
-/// from every process.
+/// Finished job rows deleted per statement.
+const PRUNE_BATCH_MAX: u32 = 5_000;
+
+/// Re-enqueues recorded events left without a live job (a backstop, idempotent, safe to run
+/// from every process), and deletes finished job rows.
 async fn sweep_loop(store: Store, settings: WorkerSettings, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(settings.sweep_interval_secs));
+    let mut prune = tokio::time::interval(Duration::from_millis(settings.prune_interval_ms));
+    prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
+            _ = prune.tick() => {
+                prune_finished_jobs(&store).await;
+                continue;
+            }
             _ = shutdown.cancelled() => return,
         }
         match store
@@ -255,6 +264,19 @@ async fn sweep_loop(store: Store, settings: WorkerSettings, shutdown: Cancellati
                 warn!(count, "sweep re-enqueued stranded events");
             }
             Err(error) => warn!(%error, "sweep failed"),
+        }
+    }
+}
+
+async fn prune_finished_jobs(store: &Store) {
+    loop {
+        match store.prune_finished_jobs(PRUNE_BATCH_MAX).await {
+            Ok(count) if count < u64::from(PRUNE_BATCH_MAX) => return,
+            Ok(_) => {}
+            Err(error) => {
+                warn!(%error, "pruning finished jobs failed");
+                return;
+            }
         }
     }
 }

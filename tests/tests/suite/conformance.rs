@@ -33,6 +33,7 @@ conformance!(
     requeue_and_discard_are_audited_idempotent_transitions,
     balances_journal_and_reconciliation_read_the_same,
     a_restart_keeps_everything,
+    finished_job_rows_are_pruned,
 );
 
 async fn deliver(app: &TestApp, id: &str, body: &str) -> (u16, Value) {
@@ -436,5 +437,33 @@ async fn a_restart_keeps_everything(backend: Backend) {
     assert_eq!(app.count("journal_entries").await, 20);
     let (_, replay) = deliver(&app, "msg_3", &charge("ch_3", "10.00", "0.30", "9.70")).await;
     assert_eq!(replay["status"], "duplicate");
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+async fn finished_job_rows_are_pruned(backend: Backend) {
+    let app = spawn(AppOptions {
+        workers: FAST_WORKERS.replace("prune_interval_ms = 3600000", "prune_interval_ms = 100"),
+        ..AppOptions::on(backend)
+    })
+    .await;
+    for n in 1..=3 {
+        let body = charge(&format!("ch_{n}"), "100.00", "3.20", "96.80");
+        assert_eq!(deliver(&app, &format!("msg_{n}"), &body).await.0, 200);
+    }
+    app.wait_settled(30).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while app.jobs().await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "finished job rows were not pruned"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.count("journal_entries").await, 3);
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM settlement_events WHERE status = 'posted'")
+            .await,
+        3
+    );
     assert!(app.failed_invariants().await.is_empty());
 }

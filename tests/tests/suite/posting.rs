@@ -515,3 +515,35 @@ async fn a_lock_timeout_is_transient_and_the_job_posts_once_the_lock_is_gone() {
     assert_eq!(app.count("journal_entries").await, 1);
     assert!(app.failed_invariants().await.is_empty());
 }
+
+#[tokio::test]
+async fn pruning_deletes_only_finished_job_rows() {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::default()
+    })
+    .await;
+    record(&app, "msg_1", &charge("ch_1", "100.00", "3.20", "96.80")).await;
+    record(&app, "msg_2", &charge("ch_2", "100.00", "3.20", "96.80")).await;
+    record(&app, "msg_3", &charge("ch_3", "100.00", "3.20", "96.80")).await;
+    sqlx::query(
+        "UPDATE apalis.jobs SET status = CASE WHEN j.n = 1 THEN 'Done' ELSE 'Killed' END
+         FROM (SELECT job_id, row_number() OVER (ORDER BY id) AS n FROM settlement_events
+               WHERE external_id IN ('msg_1', 'msg_2')) j
+         WHERE apalis.jobs.id = j.job_id",
+    )
+    .execute(app.pg())
+    .await
+    .expect("finish two jobs");
+    assert_eq!(app.store.prune_finished_jobs(100).await.expect("prune"), 1);
+    assert_eq!(app.store.prune_finished_jobs(100).await.expect("prune"), 0);
+    let left: Vec<String> = sqlx::query_scalar("SELECT status FROM apalis.jobs ORDER BY status")
+        .fetch_all(app.pg())
+        .await
+        .expect("jobs");
+    assert_eq!(
+        left,
+        ["Killed", "Pending"],
+        "a killed or pending job is kept"
+    );
+}

@@ -21,6 +21,7 @@ use crate::store::StoreError;
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
 
 impl PgStore {
+    /// One call of `settle_start_attempt` (migration 5): one round trip and one commit.
     pub(in crate::store) async fn start_attempt(
         &self,
         job: &JobRef,
@@ -28,51 +29,27 @@ impl PgStore {
         attempts_max: u32,
         lock_timeout_ms: u64,
     ) -> Result<AttemptStart, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        set_lock_timeout(&mut tx, lock_timeout_ms).await?;
-        let Some((status, current_job)) = lock_event(&mut tx, job.event_id).await? else {
-            tx.commit().await?;
-            return Ok(AttemptStart::Stray);
-        };
-        if status != EventStatus::Recorded || current_job != job.job_id {
-            tx.commit().await?;
-            return Ok(AttemptStart::NothingToDo);
-        }
-        let died: Vec<i32> = sqlx::query_scalar(
-            "UPDATE job_attempts SET finished_at = now(), outcome = $2, error_code = 'worker_died', error = $3
-             WHERE job_id = $1 AND finished_at IS NULL RETURNING attempt",
-        )
-        .bind(&job.job_id)
-        .bind(AttemptOutcome::Died.as_str())
-        .bind(DIED)
-        .fetch_all(&mut *tx)
-        .await?;
-        let started: i32 = sqlx::query_scalar(
-            "SELECT coalesce(max(attempt), 0) FROM job_attempts WHERE job_id = $1",
-        )
-        .bind(&job.job_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let started = u32::try_from(started).unwrap_or(0);
-        let outcome = if started >= attempts_max {
-            let (code, error) = last_error(&mut tx, &job.job_id).await?;
-            abandon(&mut tx, job, ErrorClass::Exhausted, &code, &error, started).await?;
-            AttemptStart::Exhausted
-        } else if !died.is_empty() {
-            AttemptStart::Rescued { attempts: started }
-        } else {
-            let attempt = started + 1;
-            sqlx::query("INSERT INTO job_attempts (event_id, job_id, attempt, worker) VALUES ($1, $2, $3, $4)")
+        let (outcome, attempt): (String, i32) =
+            sqlx::query_as("SELECT * FROM settle_start_attempt($1, $2, $3, $4, $5, $6)")
                 .bind(job.event_id.get())
                 .bind(&job.job_id)
-                .bind(attempt as i32)
                 .bind(worker)
-                .execute(&mut *tx)
+                .bind(i32::try_from(attempts_max).unwrap_or(i32::MAX))
+                .bind(format!("{lock_timeout_ms}ms"))
+                .bind(DIED)
+                .fetch_one(&self.pool)
                 .await?;
-            AttemptStart::Run { attempt }
-        };
-        tx.commit().await?;
-        Ok(outcome)
+        let attempts = u32::try_from(attempt).unwrap_or(0);
+        match outcome.as_str() {
+            "run" => Ok(AttemptStart::Run { attempt: attempts }),
+            "rescued" => Ok(AttemptStart::Rescued { attempts }),
+            "exhausted" => Ok(AttemptStart::Exhausted),
+            "nothing_to_do" => Ok(AttemptStart::NothingToDo),
+            "stray" => Ok(AttemptStart::Stray),
+            other => Err(StoreError::Corrupt(format!(
+                "settle_start_attempt answered {other:?}"
+            ))),
+        }
     }
 
     pub(in crate::store) async fn post(
@@ -125,43 +102,35 @@ impl PgStore {
             return Err(PostError::Unbalanced(draft.source_key));
         }
         let fingerprint = event.fingerprint().to_hex();
-        let inserted = insert_entry(
-            &mut tx,
+        let posting = Posting {
             job,
-            &source,
-            &event,
-            &draft,
-            &fingerprint,
+            attempt,
+            source: &source,
+            event: &event,
+            draft: &draft,
+            fingerprint: &fingerprint,
             reverses,
-        )
-        .await?;
-        let outcome = match inserted {
-            Some(entry_id) => Posted::New {
+        };
+        if let Some(entry_id) = insert_posting(&mut tx, &posting).await? {
+            tx.commit().await.map_err(StoreError::from)?;
+            return Ok(Posted::New {
                 entry_id,
                 received_at,
-            },
-            None => {
-                let (entry_id, stored): (i64, String) = sqlx::query_as(
-                    "SELECT id, request_fingerprint FROM journal_entries WHERE source_key = $1",
-                )
-                .bind(&draft.source_key)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(StoreError::from)?;
-                if stored != fingerprint {
-                    return Err(PostError::SourceReplayConflict {
-                        source_key: draft.source_key,
-                    });
-                }
-                Posted::Replayed {
-                    entry_id,
-                    received_at,
-                }
-            }
-        };
-        let (Posted::New { entry_id, .. } | Posted::Replayed { entry_id, .. }) = outcome else {
-            return Ok(outcome);
-        };
+            });
+        }
+        // The source key is taken: the same facts replayed (or a conflicting replay).
+        let (entry_id, stored): (i64, String) = sqlx::query_as(
+            "SELECT id, request_fingerprint FROM journal_entries WHERE source_key = $1",
+        )
+        .bind(&draft.source_key)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(StoreError::from)?;
+        if stored != fingerprint {
+            return Err(PostError::SourceReplayConflict {
+                source_key: draft.source_key,
+            });
+        }
         set_event_status(
             &mut tx,
             job.event_id,
@@ -172,7 +141,10 @@ impl PgStore {
         .await?;
         finish_attempt(&mut tx, job, attempt, AttemptOutcome::Posted, None).await?;
         tx.commit().await.map_err(StoreError::from)?;
-        Ok(outcome)
+        Ok(Posted::Replayed {
+            entry_id,
+            received_at,
+        })
     }
 
     pub(in crate::store) async fn fail_attempt(
@@ -283,6 +255,22 @@ impl PgStore {
         let count = enqueue_fresh_jobs(&mut tx, &stranded).await?;
         tx.commit().await?;
         Ok(count)
+    }
+
+    pub(in crate::store) async fn prune_finished_jobs(
+        &self,
+        batch_max: u32,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM apalis.jobs WHERE id IN (
+                 SELECT id FROM apalis.jobs WHERE job_type = $1 AND status = 'Done'
+                 LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        )
+        .bind(POST_SETTLEMENT_QUEUE)
+        .bind(i64::from(batch_max))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
     }
 }
 
@@ -426,21 +414,6 @@ async fn finish_attempt(
     Ok(())
 }
 
-/// The last recorded failure of a job, for a dead letter opened because attempts ran out.
-async fn last_error(conn: &mut PgConnection, job_id: &str) -> Result<(String, String), StoreError> {
-    let row: Option<(Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT error_code, error FROM job_attempts WHERE job_id = $1 ORDER BY attempt DESC LIMIT 1",
-    )
-    .bind(job_id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let (code, error) = row.unwrap_or_default();
-    Ok((
-        code.unwrap_or_else(|| "attempts_exhausted".into()),
-        error.unwrap_or_else(|| "every attempt was used".into()),
-    ))
-}
-
 async fn retry_later(
     conn: &mut PgConnection,
     job_id: &str,
@@ -519,22 +492,58 @@ fn draft_amount(draft: &EntryDraft) -> Decimal {
         .sum()
 }
 
-/// Inserts the entry and its lines; `None` when the source key already exists.
-async fn insert_entry(
-    conn: &mut PgConnection,
-    job: &JobRef,
-    source: &SourceName,
-    event: &SettlementEvent,
-    draft: &EntryDraft,
-    fingerprint: &str,
+/// A new entry for an event, as one posting writes it.
+struct Posting<'a> {
+    job: &'a JobRef,
+    attempt: u32,
+    source: &'a SourceName,
+    event: &'a SettlementEvent,
+    draft: &'a EntryDraft,
+    fingerprint: &'a str,
     reverses: Option<i64>,
+}
+
+/// In one statement: inserts the entry and its lines, points the (locked, still recorded) event
+/// at it as posted, and finishes the attempt as posted. `None`, with nothing written, when the
+/// source key already exists.
+async fn insert_posting(
+    conn: &mut PgConnection,
+    posting: &Posting<'_>,
 ) -> Result<Option<i64>, PostError> {
-    let inserted: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, payout_id, reference,
-                                      request_fingerprint, effective_date, description, reverses_entry_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-         ON CONFLICT (source_key) DO NOTHING
-         RETURNING id",
+    let Posting {
+        job,
+        attempt,
+        source,
+        event,
+        draft,
+        fingerprint,
+        reverses,
+    } = *posting;
+    let line_nos: Vec<i32> = (1..=draft.lines.len() as i32).collect();
+    let accounts: Vec<&str> = draft.lines.iter().map(|l| l.account.as_str()).collect();
+    let currencies: Vec<&str> = draft.lines.iter().map(|l| l.currency.code()).collect();
+    let amounts: Vec<Decimal> = draft.lines.iter().map(|l| l.amount).collect();
+    let inserted: Option<(i64, i64)> = sqlx::query_as(
+        "WITH entry AS (
+             INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, payout_id, reference,
+                                          request_fingerprint, effective_date, description, reverses_entry_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT (source_key) DO NOTHING
+             RETURNING id
+         ), lines AS (
+             INSERT INTO journal_lines (entry_id, line_no, account, currency, amount)
+             SELECT entry.id, line.* FROM entry,
+                    unnest($12::int[], $13::text[], $14::text[], $15::numeric[]) AS line
+         ), posted AS (
+             UPDATE settlement_events e
+             SET status = $16, status_changed_at = now(), posted_entry_id = entry.id
+             FROM entry WHERE e.id = $2 AND e.status = $17
+             RETURNING e.id
+         ), finished AS (
+             UPDATE job_attempts a SET finished_at = now(), outcome = $18
+             FROM entry WHERE a.job_id = $19 AND a.attempt = $20
+         )
+         SELECT entry.id, (SELECT count(*) FROM posted) FROM entry",
     )
     .bind(&draft.source_key)
     .bind(job.event_id.get())
@@ -547,29 +556,28 @@ async fn insert_entry(
     .bind(draft.effective_date)
     .bind(&draft.description)
     .bind(reverses)
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(|error| reversal_conflict(error, event))?;
-    let Some(entry_id) = inserted else {
-        return Ok(None);
-    };
-    let line_nos: Vec<i32> = (1..=draft.lines.len() as i32).collect();
-    let accounts: Vec<&str> = draft.lines.iter().map(|l| l.account.as_str()).collect();
-    let currencies: Vec<&str> = draft.lines.iter().map(|l| l.currency.code()).collect();
-    let amounts: Vec<Decimal> = draft.lines.iter().map(|l| l.amount).collect();
-    sqlx::query(
-        "INSERT INTO journal_lines (entry_id, line_no, account, currency, amount)
-         SELECT $1, * FROM unnest($2::int[], $3::text[], $4::text[], $5::numeric[])",
-    )
-    .bind(entry_id)
     .bind(&line_nos)
     .bind(&accounts)
     .bind(&currencies)
     .bind(&amounts)
-    .execute(&mut *conn)
+    .bind(EventStatus::Posted.as_str())
+    .bind(EventStatus::Recorded.as_str())
+    .bind(AttemptOutcome::Posted.as_str())
+    .bind(&job.job_id)
+    .bind(attempt as i32)
+    .fetch_optional(&mut *conn)
     .await
-    .map_err(StoreError::from)?;
-    Ok(Some(entry_id))
+    .map_err(|error| reversal_conflict(error, event))?;
+    match inserted {
+        None => Ok(None),
+        Some((entry_id, 1)) => Ok(Some(entry_id)),
+        // The caller holds the event's lock and saw it recorded: this cannot happen.
+        Some(_) => Err(StoreError::InvalidTransition {
+            from: EventStatus::Recorded.as_str(),
+            to: EventStatus::Posted.as_str(),
+        }
+        .into()),
+    }
 }
 
 /// A second reversal of the same payout entry violates `journal_entries_reversed_once`.

@@ -10,7 +10,8 @@ use super::{SqliteStore, insert_job, now};
 use crate::event::{Kind, SettlementEvent};
 use crate::ids::{EventId, SourceName};
 use crate::job::{
-    AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, PostError, Posted,
+    AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, POST_SETTLEMENT_QUEUE,
+    PostError, Posted,
 };
 use crate::money::Currency;
 use crate::posting::{self, EntryDraft, Line, PostingRules};
@@ -279,6 +280,23 @@ impl SqliteStore {
             self.jobs_inserted.notify_waiters();
         }
         Ok(count)
+    }
+
+    pub(in crate::store) async fn prune_finished_jobs(
+        &self,
+        batch_max: u32,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.write().await?;
+        let done = sqlx::query(
+            "DELETE FROM Jobs WHERE id IN (
+                 SELECT id FROM Jobs WHERE job_type = ?1 AND status = 'Done' LIMIT ?2)",
+        )
+        .bind(POST_SETTLEMENT_QUEUE)
+        .bind(i64::from(batch_max))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected())
     }
 }
 

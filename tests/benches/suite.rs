@@ -1,0 +1,550 @@
+//! The benchmark suite, in one go on this machine: `cargo bench -p tests --bench suite`.
+//!
+//! 1. Ingress: recorded deliveries/s and latency at 1, 8, 32 and 64 senders against a release
+//!    `settle ingress`, beside pgbench running the same SQL (the event insert and its job insert
+//!    in one statement) at the same client counts.
+//! 2. Drain: postings/s from a backlog of 50,000 recorded events with 1 and 2 `settle worker`
+//!    processes, beside no-op jobs drained by the same apalis setup.
+//! 3. End to end at a steady 200 deliveries/s: recorded -> posted latency.
+//! 4. Peak RSS of the settle processes, and the ingress and drain figures on SQLite.
+//!
+//! `settle verify` runs on every store a benchmark filled. Results go to
+//! `target/bench/results.json` and to stdout.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ops::loadgen::{LoadOptions, LoadProvider};
+use serde_json::{Value, json};
+use tests::TestDb;
+use tests::app::{AppOptions, STANDARD_SECRET, config_toml};
+use tests::db::SqliteFile;
+use tests::process::{Scratch, free_port, spawn_settle};
+use tokio::process::Child;
+
+const BACKLOG: i64 = 50_000;
+
+fn load(url: &str, concurrency: usize, count: usize, rate: u32) -> LoadOptions {
+    LoadOptions {
+        url: url.to_owned(),
+        source: "std".into(),
+        provider: LoadProvider::Standard,
+        secret: STANDARD_SECRET.into(),
+        concurrency,
+        rate,
+        count,
+        redelivery_percent: 0,
+        concurrent_duplicate_percent: 0,
+        conflict_percent: 0,
+        prefix: None,
+        resend_rounds: 0,
+    }
+}
+
+/// Peak resident set of a process, in KiB (`VmHWM`).
+fn peak_rss_kib(child: &Child) -> i64 {
+    let Some(pid) = child.id() else { return 0 };
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_owned)
+        })
+        .and_then(|line| {
+            line.split_whitespace()
+                .nth(1)
+                .and_then(|kib| kib.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+async fn wait_ready(base: &str) {
+    let http = reqwest::Client::new();
+    for _ in 0..600 {
+        if http
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("settle did not become ready at {base}");
+}
+
+fn bench_config(scratch: &Scratch, url: &str, extra: &str, workers: &str) -> std::path::PathBuf {
+    let options = AppOptions {
+        extra: extra.to_owned(),
+        workers: workers.to_owned(),
+        ..AppOptions::default()
+    };
+    scratch.write("settle.toml", &config_toml(url, &options))
+}
+
+async fn verify(url: &str) -> bool {
+    let store = jobs::Store::connect(url, &jobs::StoreOptions::default())
+        .await
+        .expect("connect");
+    let ok = store
+        .verify()
+        .await
+        .expect("verify")
+        .iter()
+        .all(|c| c.violations == 0);
+    store.close().await;
+    ok
+}
+
+async fn count(url: &str, sql: &str) -> i64 {
+    let sql = sqlx::AssertSqlSafe(sql.to_owned());
+    if url.starts_with("sqlite") {
+        let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+        let n = sqlx::query_scalar(sql)
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+        pool.close().await;
+        n
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.expect("pg");
+        let n = sqlx::query_scalar(sql)
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+        pool.close().await;
+        n
+    }
+}
+
+/// 1 (and 4 on `url`): the ingress at each concurrency; returns rows and the peak RSS.
+async fn ingress(url: &str, levels: &[(usize, usize)]) -> (Vec<Value>, i64) {
+    let scratch = Scratch::new();
+    let config = bench_config(&scratch, url, "[database]\nconnections_max = 64", "");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let role = if url.starts_with("sqlite") {
+        "serve"
+    } else {
+        "ingress"
+    };
+    let process = spawn_settle(
+        &scratch,
+        "ingress",
+        &config,
+        url,
+        &[role, "--listen", &listen],
+        &[],
+    );
+    let base = format!("http://{listen}");
+    wait_ready(&base).await;
+    let mut rows = Vec::new();
+    for &(concurrency, deliveries) in levels {
+        let report = ops::loadgen::run(load(&base, concurrency, deliveries, 0))
+            .await
+            .expect("load");
+        assert_eq!(
+            report.count("200 recorded"),
+            deliveries,
+            "{:?}",
+            report.answers
+        );
+        rows.push(json!({"senders": concurrency, "per_sec": report.throughput_per_sec,
+            "p50_ms": ms(report.latency_us_p50), "p99_ms": ms(report.latency_us_p99), "max_ms": ms(report.latency_us_max)}));
+        println!(
+            "  ingress {concurrency:>2} senders: {:>6}/s  p50 {}  p99 {}",
+            report.throughput_per_sec,
+            ms(report.latency_us_p50),
+            ms(report.latency_us_p99)
+        );
+    }
+    let rss = peak_rss_kib(&process);
+    drop(process);
+    (rows, rss)
+}
+
+fn ms(us: u64) -> String {
+    format!("{}.{:02}", us / 1000, us % 1000 / 10)
+}
+
+/// pgbench running the ingress' statement (with its own job type, so no worker takes them).
+fn pgbench(db: &TestDb, scratch: &Scratch, clients: usize) -> i64 {
+    let script = scratch.write(
+        "ingress.sql",
+        r#"WITH new_event AS (
+    INSERT INTO settlement_events (source, external_id, status, kind, movement_id, fingerprint, facts, validation_error, payload, job_id)
+    VALUES ('pgbench', 'e' || nextval('pgbench_ids'), 'recorded', 'charge_settled', 'ch_pgbench', repeat('a', 64),
+            '{"kind":"charge_settled","movement_id":"ch_pgbench","occurred_at":"2026-11-30T11:59:00Z","currency":"USD","gross":"10.00","fee":"0.30","net":"9.70"}'::jsonb,
+            NULL, '{"type":"settlement.charge_settled","data":{"movement_id":"ch_pgbench","currency":"USD","gross":"10.00"}}',
+            md5(random()::text))
+    ON CONFLICT (source, external_id) DO NOTHING
+    RETURNING id, job_id
+), new_job AS (
+    INSERT INTO apalis.jobs (id, job_type, job, status, attempts, max_attempts, run_at)
+    SELECT job_id, 'bench::pgbench', convert_to(json_build_object('event_id', id)::text, 'UTF8'), 'Pending', 0, 1000000, now()
+    FROM new_event
+)
+SELECT id FROM new_event;
+"#,
+    );
+    let output = std::process::Command::new("pgbench")
+        .args([
+            "-n",
+            "-M",
+            "prepared",
+            "-T",
+            "10",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+        ])
+        .arg(format!("-c{clients}"))
+        .arg(format!("-j{}", clients.min(4)))
+        .arg("-f")
+        .arg(&script)
+        .arg(&db.name)
+        .output()
+        .expect("pgbench");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let tps = text
+        .lines()
+        .find(|l| l.starts_with("tps = "))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|t| t.split('.').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    println!("  pgbench {clients:>2} clients: {tps:>6}/s");
+    tps
+}
+
+/// Fills the store with `BACKLOG` recorded events and their jobs, as the ingress writes them.
+async fn backlog(url: &str) {
+    let store = jobs::Store::connect(url, &jobs::StoreOptions::default())
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    store.close().await;
+    let facts = r#"'{"kind":"charge_settled","movement_id":"ch_' || n || '","occurred_at":"2026-11-30T11:59:00Z","currency":"USD","gross":"10.00","fee":"0.30","net":"9.70","payout_id":"po_1"}'"#;
+    if url.starts_with("sqlite") {
+        let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+        let sql = format!(
+            "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {BACKLOG})
+             INSERT INTO settlement_events (source, external_id, status, kind, movement_id, fingerprint, facts, payload, job_id, received_at, status_changed_at)
+             SELECT 'std', 'b' || n, 'recorded', 'charge_settled', 'ch_' || n, printf('%064d', n), {facts}, '{{}}', 'J' || printf('%025d', n),
+                    strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'), strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') FROM s;
+             INSERT INTO Jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority)
+             SELECT CAST(json_object('event_id', id) AS BLOB), job_id, 'settle::PostSettlement', 'Pending', 0, 1000000,
+                    CAST(strftime('%s', 'now') AS INTEGER), 0 FROM settlement_events;"
+        );
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .expect("sqlite backlog");
+        pool.close().await;
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.expect("pg");
+        let sql = format!(
+            "INSERT INTO settlement_events (source, external_id, status, kind, movement_id, fingerprint, facts, payload, job_id)
+             SELECT 'std', 'b' || n, 'recorded', 'charge_settled', 'ch_' || n, lpad(n::text, 64, '0'), ({facts})::jsonb, '{{}}', apalis.generate_ulid()
+             FROM generate_series(1, {BACKLOG}) n;
+             INSERT INTO apalis.jobs (id, job_type, job, status, attempts, max_attempts, run_at)
+             SELECT job_id, 'settle::PostSettlement', convert_to(json_build_object('event_id', id)::text, 'UTF8'), 'Pending', 0, 1000000, now()
+             FROM settlement_events;
+             ANALYZE settlement_events;
+             ANALYZE apalis.jobs;"
+        );
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .expect("pg backlog");
+        pool.close().await;
+    }
+}
+
+/// 2: drains the backlog with `processes` worker processes (or `serve` on SQLite); postings/s.
+async fn drain(url: &str, processes: usize, workers: &str) -> (i64, i64) {
+    backlog(url).await;
+    let scratch = Scratch::new();
+    let config = bench_config(&scratch, url, "migrate_on_start = false", workers);
+    let started = Instant::now();
+    let mut fleet = Vec::new();
+    for i in 0..processes {
+        let args: Vec<String> = if url.starts_with("sqlite") {
+            vec![
+                "serve".into(),
+                "--listen".into(),
+                format!("127.0.0.1:{}", free_port()),
+            ]
+        } else {
+            vec!["worker".into()]
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        fleet.push(spawn_settle(
+            &scratch,
+            &format!("worker-{i}"),
+            &config,
+            url,
+            &args,
+            &[],
+        ));
+    }
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let posted = count(url, "SELECT count(*) FROM journal_entries").await;
+        if posted >= BACKLOG {
+            break;
+        }
+        assert!(Instant::now() < deadline, "drain stalled at {posted}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let elapsed = started.elapsed();
+    let rss = fleet.iter().map(peak_rss_kib).max().unwrap_or(0);
+    drop(fleet);
+    let per_sec = (BACKLOG as u128 * 1000 / elapsed.as_millis().max(1)) as i64;
+    println!(
+        "  drain {processes} process(es): {per_sec}/s ({} ms), peak RSS {} MiB",
+        elapsed.as_millis(),
+        rss / 1024
+    );
+    (per_sec, rss)
+}
+
+/// 2 (baseline): the same number of no-op jobs through the same apalis setup.
+async fn bare_queue(db: &TestDb, batch_size: usize, concurrency: usize) -> i64 {
+    use apalis::prelude::WorkerBuilderExt;
+    use apalis_core::worker::builder::WorkerBuilder;
+    use apalis_core::worker::context::WorkerContext;
+    let pool = db.pool().await;
+    let queue = "bench::Noop";
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO apalis.jobs (id, job_type, job, status, attempts, max_attempts, run_at)
+         SELECT apalis.generate_ulid(), '{queue}', convert_to('{{}}', 'UTF8'), 'Pending', 0, 25, now() - interval '1 second'
+         FROM generate_series(1, {BACKLOG}); ANALYZE apalis.jobs;"
+    )))
+    .execute(&pool)
+    .await
+    .expect("no-op jobs");
+    let config = apalis_postgres::Config::default()
+        .queue(queue)
+        .batch_size(batch_size);
+    let storage = apalis_postgres::PostgresStorage::<Value>::new(&pool)
+        .with_config(config)
+        .with_pubsub();
+    async fn noop(_: Value, _: WorkerContext) -> Result<(), apalis_core::error::BoxDynError> {
+        Ok(())
+    }
+    let worker = WorkerBuilder::new(format!("bench-noop-{}", ulid::Ulid::generate()))
+        .backend(storage)
+        .concurrency(concurrency)
+        .build(noop);
+    let started = Instant::now();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let signal = stop.clone();
+    let running = tokio::spawn(worker.run_until(async move {
+        signal.cancelled().await;
+        Ok::<(), std::io::Error>(())
+    }));
+    loop {
+        let left: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM apalis.jobs WHERE job_type = $1 AND status <> 'Done'",
+        )
+        .bind(queue)
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let elapsed = started.elapsed();
+    stop.cancel();
+    let _ = running.await;
+    let per_sec = (BACKLOG as u128 * 1000 / elapsed.as_millis().max(1)) as i64;
+    println!(
+        "  bare queue (no-op jobs, batch {batch_size}, concurrency {concurrency}): {per_sec}/s"
+    );
+    per_sec
+}
+
+/// 3: `settle serve` at a steady rate; recorded -> posted latency from the store's own stamps.
+async fn end_to_end(url: &str, rate: u32, seconds: u32) -> (Value, i64) {
+    let scratch = Scratch::new();
+    let config = bench_config(&scratch, url, "", "");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let process = spawn_settle(
+        &scratch,
+        "serve",
+        &config,
+        url,
+        &["serve", "--listen", &listen],
+        &[],
+    );
+    let base = format!("http://{listen}");
+    wait_ready(&base).await;
+    let count_events = (rate * seconds) as usize;
+    let report = ops::loadgen::run(load(&base, 32, count_events, rate))
+        .await
+        .expect("load");
+    assert_eq!(report.count("200 recorded"), count_events);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while count(url, "SELECT count(*) FROM journal_entries").await < count_events as i64 {
+        assert!(Instant::now() < deadline, "not everything posted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let pool = sqlx::PgPool::connect(url).await.expect("pg");
+    let (p50, p99, max): (i64, i64, i64) = sqlx::query_as(
+        "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY lag)::bigint, percentile_disc(0.99) WITHIN GROUP (ORDER BY lag)::bigint,
+                max(lag)::bigint
+         FROM (SELECT extract(epoch FROM je.recorded_at - e.received_at) * 1000000 AS lag
+               FROM settlement_events e JOIN journal_entries je ON je.id = e.posted_entry_id) lags",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("lags");
+    pool.close().await;
+    let rss = peak_rss_kib(&process);
+    drop(process);
+    println!(
+        "  end to end at {rate}/s: recorded -> posted p50 {} ms, p99 {} ms, max {} ms; ingress p99 {} ms",
+        ms(p50 as u64),
+        ms(p99 as u64),
+        ms(max as u64),
+        ms(report.latency_us_p99)
+    );
+    (
+        json!({"rate_per_sec": rate, "p50_ms": ms(p50 as u64), "p99_ms": ms(p99 as u64), "max_ms": ms(max as u64),
+            "ingress_p99_ms": ms(report.latency_us_p99)}),
+        rss,
+    )
+}
+
+/// Which parts to run: all by default; `BENCH_PARTS=drain,e2e` runs some (while iterating).
+fn wanted(part: &str) -> bool {
+    std::env::var("BENCH_PARTS").map_or(true, |parts| parts.split(',').any(|p| p.trim() == part))
+}
+
+async fn part_ingress(levels: &[(usize, usize)], results: &mut serde_json::Map<String, Value>) {
+    println!("\n1. ingress (PostgreSQL)");
+    let db = TestDb::create().await;
+    let (ingress_rows, ingress_rss) = ingress(&db.url, levels).await;
+    let scratch = Scratch::new();
+    let pool = db.pool().await;
+    sqlx::query("CREATE SEQUENCE IF NOT EXISTS pgbench_ids")
+        .execute(&pool)
+        .await
+        .expect("sequence");
+    pool.close().await;
+    let mut ratios = Vec::new();
+    for (row, &(clients, _)) in ingress_rows.iter().zip(levels) {
+        let tps = pgbench(&db, &scratch, clients);
+        let settle = row["per_sec"].as_i64().unwrap_or(0);
+        ratios.push(json!({"senders": clients, "settle_per_sec": settle, "pgbench_tps": tps,
+            "ratio_percent": if tps > 0 { settle * 100 / tps } else { 0 }, "settle_p50_ms": row["p50_ms"], "settle_p99_ms": row["p99_ms"]}));
+    }
+    results.insert("ingress_postgres".into(), json!(ratios));
+    results.insert(
+        "ingress_postgres_verified".into(),
+        json!(verify(&db.url).await),
+    );
+    results.insert("ingress_peak_rss_mib".into(), json!(ingress_rss / 1024));
+}
+
+async fn part_drain(workers: &str, results: &mut serde_json::Map<String, Value>) {
+    println!("\n2. drain (PostgreSQL, {BACKLOG} recorded events)");
+    let mut drains = Vec::new();
+    let mut drain_rss = 0;
+    for processes in [1, 2] {
+        let db = TestDb::create().await;
+        let (per_sec, rss) = drain(&db.url, processes, workers).await;
+        drain_rss = drain_rss.max(rss);
+        let verified = verify(&db.url).await;
+        drains.push(
+            json!({"processes": processes, "postings_per_sec": per_sec, "verified": verified}),
+        );
+    }
+    let db = TestDb::create().await;
+    let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    store.close().await;
+    let bare = bare_queue(&db, 64, 32).await;
+    let one = drains[0]["postings_per_sec"].as_i64().unwrap_or(0);
+    results.insert("drain_postgres".into(), json!(drains));
+    results.insert("bare_queue_per_sec".into(), json!(bare));
+    results.insert(
+        "drain_ratio_percent_1_process".into(),
+        json!(one * 100 / bare.max(1)),
+    );
+    results.insert("worker_peak_rss_mib".into(), json!(drain_rss / 1024));
+}
+
+async fn part_end_to_end(results: &mut serde_json::Map<String, Value>) {
+    println!("\n3. end to end (PostgreSQL, steady 200/s for 20 s)");
+    let db = TestDb::create().await;
+    let (e2e, e2e_rss) = end_to_end(&db.url, 200, 20).await;
+    results.insert("end_to_end".into(), e2e);
+    results.insert("end_to_end_verified".into(), json!(verify(&db.url).await));
+    results.insert(
+        "serve_end_to_end_peak_rss_mib".into(),
+        json!(e2e_rss / 1024),
+    );
+}
+
+async fn part_sqlite(
+    levels: &[(usize, usize)],
+    workers: &str,
+    results: &mut serde_json::Map<String, Value>,
+) {
+    println!("\n4. SQLite");
+    let file = SqliteFile::create();
+    let (sqlite_ingress, sqlite_rss) = ingress(&file.url(), levels).await;
+    let ingress_verified = verify(&file.url()).await;
+    drop(file);
+    let file = SqliteFile::create();
+    let (sqlite_drain, _) = drain(&file.url(), 1, workers).await;
+    let drain_verified = verify(&file.url()).await;
+    results.insert("sqlite".into(), json!({"ingress": sqlite_ingress, "ingress_verified": ingress_verified,
+        "drain_per_sec": sqlite_drain, "drain_verified": drain_verified, "serve_peak_rss_mib": sqlite_rss / 1024}));
+}
+
+#[tokio::main]
+async fn main() {
+    let machine = format!(
+        "{} cores, {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| m.lines().next().map(str::to_owned))
+            .unwrap_or_default()
+    );
+    println!("settle benchmark suite on {machine}");
+    // Build the release binary before any clock starts.
+    tests::process::settle_binary();
+    let levels = [(1, 1_000), (8, 4_000), (32, 8_000), (64, 8_000)];
+    let drain_workers = "concurrency = 32\nbatch_size = 64";
+    let mut results = serde_json::Map::new();
+    results.insert("machine".into(), json!(machine));
+    if wanted("ingress") {
+        part_ingress(&levels, &mut results).await;
+    }
+    if wanted("drain") {
+        part_drain(drain_workers, &mut results).await;
+    }
+    if wanted("e2e") {
+        part_end_to_end(&mut results).await;
+    }
+    if wanted("sqlite") {
+        part_sqlite(&levels[..3], drain_workers, &mut results).await;
+    }
+    let text = serde_json::to_string_pretty(&Value::Object(results)).expect("json");
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    std::fs::create_dir_all(&out).expect("bench dir");
+    std::fs::write(out.join("results.json"), &text).expect("write");
+    println!("\n{text}");
+}
