@@ -15,6 +15,8 @@ use axum::routing::post;
 use jobs::Store;
 
 pub use error::IngressError;
+#[doc(hidden)]
+pub use provider::fuzzing;
 pub use provider::signature::SignatureError;
 pub use source::{Provider, Secret, Source, SourceError, Sources};
 

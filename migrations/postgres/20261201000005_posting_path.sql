@@ -72,11 +72,6 @@ BEGIN
         RETURN QUERY SELECT 'rescued'::text, started;
         RETURN;
     END IF;
-    -- The start mark must be visible before the work begins (a rescue reads it), not flushed:
-    -- the posting's own commit, which is synchronous, flushes it with everything before it.
-    -- Only a database crash before any later commit can lose it, and that costs one uncounted
-    -- attempt, never a posting or an acknowledgement. Saves one WAL flush per job.
-    PERFORM set_config('synchronous_commit', 'off', true);
     INSERT INTO job_attempts (event_id, job_id, attempt, worker) VALUES (event, job, started + 1, worker);
     RETURN QUERY SELECT 'run'::text, started + 1;
 END;

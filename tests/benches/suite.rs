@@ -1,4 +1,5 @@
-//! The benchmark suite, in one go on this machine: `cargo bench -p tests --bench suite`.
+//! The benchmark suite, in one go on this machine: `cargo bench --workspace --bench suite`
+//! (`--workspace` so the bench and the `settle` binary it starts share one feature resolution).
 //!
 //! 1. Ingress: recorded deliveries/s and latency at 1, 8, 32 and 64 senders against a release
 //!    `settle ingress`, beside pgbench running the same SQL (the event insert and its job insert

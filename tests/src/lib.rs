@@ -3,6 +3,8 @@
 
 pub mod app;
 pub mod db;
+pub mod fleet;
+pub mod hostile;
 pub mod logs;
 pub mod process;
 pub mod sign;

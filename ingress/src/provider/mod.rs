@@ -2,6 +2,8 @@
 //! settlement events. Nothing here writes anything.
 
 mod adyen;
+#[doc(hidden)]
+pub mod fuzzing;
 mod minor_units;
 pub mod signature;
 mod standard;

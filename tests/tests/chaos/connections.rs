@@ -1,0 +1,130 @@
+//! 5. Connection kills: every second, `pg_terminate_backend` on every connection settle holds,
+//! while an ingress takes a load (with redeliveries and racing duplicates) and two workers drain
+//! it → every acknowledged event stored once, every event posted once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+
+use ops::loadgen::{LoadOptions, LoadProvider};
+use serde_json::json;
+use tests::TestDb;
+use tests::app::{AppOptions, FAST_WORKERS, STANDARD_SECRET, config_toml};
+use tests::process::{Scratch, free_port, spawn_settle};
+
+use crate::{counts, report, scale, verify, wait_ready, wait_until};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_every_settle_connection_every_second_loses_and_doubles_nothing() {
+    let events = scale(1_500, 10_000);
+    let db = TestDb::create().await;
+    let scratch = Scratch::new();
+    let options = AppOptions {
+        workers: format!("{FAST_WORKERS}\nconcurrency = 16"),
+        ..AppOptions::default()
+    };
+    let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
+    let (migrated, output) = tests::process::run_settle(&config, &db.url, &["migrate"]).await;
+    assert!(migrated, "{output}");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let _ingress = spawn_settle(
+        &scratch,
+        "ingress",
+        &config,
+        &db.url,
+        &["ingress", "--listen", &listen],
+        &[],
+    );
+    let base = format!("http://{listen}");
+    wait_ready(&base).await;
+    let _workers: Vec<_> = (0..2)
+        .map(|i| {
+            spawn_settle(
+                &scratch,
+                &format!("worker-{i}"),
+                &config,
+                &db.url,
+                &["worker"],
+                &[],
+            )
+        })
+        .collect();
+
+    let pool = db.pool().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let terminated = Arc::new(AtomicI64::new(0));
+    let killer = {
+        let (pool, stop, terminated, name) =
+            (pool.clone(), stop.clone(), terminated.clone(), db.name.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let killed: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+                     WHERE datname = $1 AND application_name = 'settle'",
+                )
+                .bind(&name)
+                .fetch_one(&pool)
+                .await
+                .unwrap_or(0);
+                terminated.fetch_add(killed, Ordering::SeqCst);
+            }
+        })
+    };
+
+    let load = LoadOptions {
+        url: base.clone(),
+        source: "std".into(),
+        provider: LoadProvider::Standard,
+        secret: STANDARD_SECRET.into(),
+        concurrency: 32,
+        rate: 0,
+        count: events,
+        redelivery_percent: 10,
+        concurrent_duplicate_percent: 5,
+        conflict_percent: 0,
+        prefix: Some("conn".into()),
+        resend_rounds: 60,
+    };
+    let loaded = ops::loadgen::run(load.clone()).await.expect("load");
+    assert_eq!(loaded.unanswered, 0, "every delivery got a definite answer: {:?}", loaded.answers);
+    let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
+        .await
+        .expect("store");
+    ops::loadgen::verify(&store, &load, &loaded, events)
+        .await
+        .expect("the store holds exactly the acknowledged events");
+    store.close().await;
+
+    wait_until(
+        &pool,
+        "every event to post",
+        Duration::from_secs(600),
+        "SELECT NOT EXISTS (SELECT 1 FROM settlement_events WHERE status = 'recorded')",
+    )
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    killer.await.expect("killer");
+    let (stored, jobs, entries, posted, dead) = counts(&pool).await;
+    let expected = i64::try_from(events).expect("count");
+    assert_eq!(
+        (stored, jobs, entries, posted, dead),
+        (expected, expected, expected, expected, 0)
+    );
+    let terminated = terminated.load(Ordering::SeqCst);
+    assert!(terminated > 0, "connections were terminated during the run");
+    verify(&config, &db.url).await;
+    let refused: usize = loaded
+        .answers
+        .iter()
+        .filter(|(answer, _)| !answer.starts_with("200"))
+        .map(|(_, n)| n)
+        .sum();
+    report(
+        "connection_kills",
+        json!({"events": events, "deliveries": loaded.deliveries, "answers": loaded.answers,
+               "not_2xx_then_resent": refused, "connections_terminated": terminated,
+               "stored": stored, "entries": entries, "posted": posted, "dead_letters": dead,
+               "verify": "passed"}),
+    );
+}
