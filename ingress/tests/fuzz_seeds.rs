@@ -12,10 +12,16 @@ fn every_seed_passes_its_fuzz_target() {
         for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
             let path = entry.expect("seed entry").path();
             let data = std::fs::read(&path).expect("seed file");
-            assert!(ingress::fuzzing::run(target, &data), "unknown target {target}");
+            assert!(
+                ingress::fuzzing::run(target, &data),
+                "unknown target {target}"
+            );
             count += 1;
         }
-        assert!(count >= 3, "{target} has {count} seeds; keep at least three");
+        assert!(
+            count >= 3,
+            "{target} has {count} seeds; keep at least three"
+        );
     }
 }
 
@@ -24,8 +30,8 @@ fn every_target_has_a_fuzz_target_file() {
     let targets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/fuzz_targets");
     for target in ingress::fuzzing::TARGETS {
         let file = targets.join(format!("{target}.rs"));
-        let text = std::fs::read_to_string(&file)
-            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         assert!(
             text.contains(&format!("ingress::fuzzing::{target}(")),
             "{} runs ingress::fuzzing::{target}",

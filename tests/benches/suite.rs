@@ -235,7 +235,7 @@ async fn backlog(url: &str) {
         let sql = format!(
             "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {BACKLOG})
              INSERT INTO settlement_events (source, external_id, status, kind, movement_id, fingerprint, facts, payload, job_id, received_at, status_changed_at)
-             SELECT 'std', 'b' || n, 'recorded', 'charge_settled', 'ch_' || n, printf('%064d', n), {facts}, '{{}}', 'J' || printf('%025d', n),
+             SELECT 'std', 'b' || n, 'recorded', 'charge_settled', 'ch_' || n, printf('%064d', n), {facts}, '{{}}', '0' || printf('%025d', n),
                     strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'), strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') FROM s;
              INSERT INTO Jobs (job, id, job_type, status, attempts, max_attempts, run_at, priority)
              SELECT CAST(json_object('event_id', id) AS BLOB), job_id, 'settle::PostSettlement', 'Pending', 0, 1000000,

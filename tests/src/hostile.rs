@@ -132,7 +132,7 @@ fn standard_cases() -> Vec<Case> {
         case(
             "standard stale",
             path,
-            signed(STANDARD_SECRET, now() - 301, &body),
+            signed(STANDARD_SECRET, now() - 900, &body),
             &body,
             401,
             "timestamp_out_of_tolerance",
@@ -140,7 +140,7 @@ fn standard_cases() -> Vec<Case> {
         case(
             "standard future",
             path,
-            signed(STANDARD_SECRET, now() + 301, &body),
+            signed(STANDARD_SECRET, now() + 900, &body),
             &body,
             401,
             "timestamp_out_of_tolerance",
@@ -245,7 +245,7 @@ fn stripe_cases() -> Vec<Case> {
         case(
             "stripe stale",
             path,
-            signed(STRIPE_SECRET, now() - 301, body),
+            signed(STRIPE_SECRET, now() - 900, body),
             body,
             401,
             "timestamp_out_of_tolerance",
@@ -253,7 +253,7 @@ fn stripe_cases() -> Vec<Case> {
         case(
             "stripe future",
             path,
-            signed(STRIPE_SECRET, now() + 301, body),
+            signed(STRIPE_SECRET, now() + 900, body),
             body,
             401,
             "timestamp_out_of_tolerance",
@@ -398,7 +398,6 @@ fn adyen_cases() -> Vec<Case> {
         ),
     ]
 }
-
 
 /// Every case of every provider (timestamps signed now: send them within the tolerance window).
 pub fn all_cases() -> Vec<Case> {

@@ -53,7 +53,8 @@ fn source(provider: Provider, secret: &str) -> Source {
 }
 
 fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
+    let mut mac =
+        <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
     for part in parts {
         mac.update(part);
     }
@@ -114,7 +115,10 @@ pub fn standard_delivery(data: &[u8]) {
         .expect("base64 secret");
     let signed = |body: &[u8]| {
         let timestamp = NOW.to_string();
-        let signature = hmac_sha256(&key, &[id.as_bytes(), b".", timestamp.as_bytes(), b".", body]);
+        let signature = hmac_sha256(
+            &key,
+            &[id.as_bytes(), b".", timestamp.as_bytes(), b".", body],
+        );
         let mut headers = HeaderMap::new();
         headers.insert("webhook-id", id_header.clone());
         headers.insert("webhook-timestamp", header(&timestamp));
@@ -139,7 +143,10 @@ pub fn standard_delivery(data: &[u8]) {
     if let Ok(value) = serde_json::from_slice::<Value>(body) {
         let compact = serde_json::to_vec(&value).expect("a JSON value serializes");
         let again = authentic(authenticate(&source, &signed(&compact), &compact, NOW));
-        assert_eq!(fingerprints(first.as_deref()), fingerprints(again.as_deref()));
+        assert_eq!(
+            fingerprints(first.as_deref()),
+            fingerprints(again.as_deref())
+        );
     }
 }
 
@@ -197,7 +204,11 @@ fn round_trip(event: &SettlementEvent) {
     let canonical = event.to_canonical();
     let again = SettlementEvent::from_stored(&canonical).expect("canonical facts read back");
     assert_eq!(event.fingerprint(), again.fingerprint(), "{canonical}");
-    assert_eq!(again.to_canonical(), canonical, "the canonical form is a fixed point");
+    assert_eq!(
+        again.to_canonical(),
+        canonical,
+        "the canonical form is a fixed point"
+    );
 }
 
 fn check_events(events: &[NewEvent]) {

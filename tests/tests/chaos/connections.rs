@@ -1,4 +1,4 @@
-//! 5. Connection kills: every second, `pg_terminate_backend` on every connection settle holds,
+//! Scenario 5, Connection kills: every second, `pg_terminate_backend` on every connection settle holds,
 //! while an ingress takes a load (with redeliveries and racing duplicates) and two workers drain
 //! it → every acknowledged event stored once, every event posted once.
 
@@ -54,8 +54,12 @@ async fn killing_every_settle_connection_every_second_loses_and_doubles_nothing(
     let stop = Arc::new(AtomicBool::new(false));
     let terminated = Arc::new(AtomicI64::new(0));
     let killer = {
-        let (pool, stop, terminated, name) =
-            (pool.clone(), stop.clone(), terminated.clone(), db.name.clone());
+        let (pool, stop, terminated, name) = (
+            pool.clone(),
+            stop.clone(),
+            terminated.clone(),
+            db.name.clone(),
+        );
         tokio::spawn(async move {
             while !stop.load(Ordering::SeqCst) {
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -87,7 +91,11 @@ async fn killing_every_settle_connection_every_second_loses_and_doubles_nothing(
         resend_rounds: 60,
     };
     let loaded = ops::loadgen::run(load.clone()).await.expect("load");
-    assert_eq!(loaded.unanswered, 0, "every delivery got a definite answer: {:?}", loaded.answers);
+    assert_eq!(
+        loaded.unanswered, 0,
+        "every delivery got a definite answer: {:?}",
+        loaded.answers
+    );
     let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
         .await
         .expect("store");

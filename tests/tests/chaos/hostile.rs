@@ -1,4 +1,4 @@
-//! 7. Hostile inputs at volume: the whole hostile matrix (`tests::hostile`), many times each,
+//! Scenario 7, Hostile inputs at volume: the whole hostile matrix (`tests::hostile`), many times each,
 //! while a signed load runs against the same `settle serve` → every hostile delivery gets its
 //! exact status and code, nothing of theirs is written, the load is stored exactly, and no
 //! secret reaches the logs.
@@ -53,22 +53,28 @@ async fn the_hostile_matrix_at_volume_under_load_writes_nothing_and_leaks_nothin
     };
     let running = tokio::spawn(ops::loadgen::run(load.clone()));
 
-    let cases = hostile::all_cases();
+    // Each round signs its cases afresh: a case's timestamp is only hostile relative to now.
+    let cases = hostile::all_cases().len();
     let http = reqwest::Client::new();
-    let (http, base_ref, cases_ref) = (&http, &base, &cases);
-    let wrong: Vec<String> = futures::stream::iter((0..each).flat_map(|_| 0..cases_ref.len()))
-        .map(|index| async move {
-            let case = &cases_ref[index];
-            let (status, body) = hostile::send(http, base_ref, case).await;
+    let (http, base_ref) = (&http, &base);
+    let wrong: Vec<String> = futures::stream::iter((0..each).flat_map(|_| hostile::all_cases()))
+        .map(|case| async move {
+            let (status, body) = hostile::send(http, base_ref, &case).await;
             (status == case.status && body["error"] == case.code)
                 .then_some(())
-                .map_or_else(|| Some(format!("{}: {status} {body}", case.name)), |()| None)
+                .map_or_else(
+                    || Some(format!("{}: {status} {body}", case.name)),
+                    |()| None,
+                )
         })
         .buffer_unordered(16)
         .filter_map(|wrong| async move { wrong })
         .collect()
         .await;
-    assert!(wrong.is_empty(), "hostile deliveries answered wrongly: {wrong:?}");
+    assert!(
+        wrong.is_empty(),
+        "hostile deliveries answered wrongly: {wrong:?}"
+    );
 
     let loaded = running.await.expect("load task").expect("load");
     assert_eq!(loaded.unanswered, 0, "{:?}", loaded.answers);
@@ -102,7 +108,10 @@ async fn the_hostile_matrix_at_volume_under_load_writes_nothing_and_leaks_nothin
         "only the load was written"
     );
     let logs = scratch.logs();
-    assert!(logs.contains("delivery refused"), "the refusals were logged");
+    assert!(
+        logs.contains("delivery refused"),
+        "the refusals were logged"
+    );
     for secret in hostile::secrets() {
         assert!(
             !logs.to_lowercase().contains(&secret.to_lowercase()),
@@ -112,8 +121,8 @@ async fn the_hostile_matrix_at_volume_under_load_writes_nothing_and_leaks_nothin
     verify(&config, &db.url).await;
     report(
         "hostile_at_volume",
-        json!({"cases": cases.len(), "each": each, "hostile_deliveries": cases.len() * each,
-               "answered_exactly": cases.len() * each - wrong.len(), "load_events": events,
+        json!({"cases": cases, "each": each, "hostile_deliveries": cases * each,
+               "answered_exactly": cases * each - wrong.len(), "load_events": events,
                "load_answers": loaded.answers, "stored": stored, "foreign_rows": foreign,
                "verify": "passed"}),
     );

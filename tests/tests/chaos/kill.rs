@@ -1,4 +1,4 @@
-//! 2. Worker SIGKILL: a backlog drained by four `settle worker` processes while one of them is
+//! Scenario 2, Worker SIGKILL: a backlog drained by four `settle worker` processes while one of them is
 //! SIGKILLed every 2 s and restarted → nothing lost, nothing posted twice, every event terminal.
 
 use std::time::{Duration, Instant};

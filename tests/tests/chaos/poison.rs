@@ -1,4 +1,4 @@
-//! 3. Poison: a job that kills its worker process on every attempt ends in the dead letter after
+//! Scenario 3, Poison: a job that kills its worker process on every attempt ends in the dead letter after
 //! `attempts_max`, stays there past every retry horizon, and other events post meanwhile.
 
 use std::time::{Duration, Instant};
@@ -100,7 +100,11 @@ async fn a_job_that_kills_its_worker_every_time_is_dead_lettered_and_stays_there
     );
     assert_eq!(app.event_state("poison_0").await.0, "abandoned");
     let late = i64::from(batch) * 20;
-    assert_eq!(posted(&app).await, 300 + late, "later events posted meanwhile");
+    assert_eq!(
+        posted(&app).await,
+        300 + late,
+        "later events posted meanwhile"
+    );
     verify(&fleet.config, &app.database_url()).await;
     report(
         "poison",

@@ -1,4 +1,4 @@
-//! 4. PostgreSQL restart: under a steady load, the database server stops at once (`pg_ctl stop
+//! Scenario 4, PostgreSQL restart: under a steady load, the database server stops at once (`pg_ctl stop
 //! -m immediate`, as a crash would) for a few seconds and starts again → the ingress answered
 //! 503 and `/readyz` said so while it could not commit, every 2xx'd event is in the store, the
 //! same settle process resumed posting, and after re-sending every non-2xx delivery the store
@@ -36,7 +36,10 @@ impl Cluster {
             .find(|bin| bin.join("initdb").exists())
             .expect("initdb");
         let scratch = Scratch::new();
-        let _ = Command::new("chmod").arg("a+rwx").arg(&scratch.dir).status();
+        let _ = Command::new("chmod")
+            .arg("a+rwx")
+            .arg(&scratch.dir)
+            .status();
         let cluster = Cluster {
             data: scratch.dir.join("data"),
             port: free_port(),
@@ -45,7 +48,15 @@ impl Cluster {
         };
         cluster.run(
             "initdb",
-            &["-D", &cluster.data_str(), "-A", "trust", "-U", "postgres", "--no-sync"],
+            &[
+                "-D",
+                &cluster.data_str(),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+            ],
         );
         cluster.pg_ctl_start();
         cluster
@@ -87,13 +98,25 @@ impl Cluster {
         let log = self.scratch.dir.join("postgres.txt").display().to_string();
         self.run(
             "pg_ctl",
-            &["-D", &self.data_str(), "-l", &log, "-o", &options, "-w", "start"],
+            &[
+                "-D",
+                &self.data_str(),
+                "-l",
+                &log,
+                "-o",
+                &options,
+                "-w",
+                "start",
+            ],
         );
     }
 
     /// Stops the server at once: no checkpoint, connections cut (crash recovery on start).
     fn stop_immediately(&self) {
-        self.run("pg_ctl", &["-D", &self.data_str(), "-m", "immediate", "-w", "stop"]);
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data_str(), "-m", "immediate", "-w", "stop"],
+        );
     }
 
     fn url(&self) -> String {
@@ -179,14 +202,22 @@ async fn a_database_crash_under_load_loses_no_acknowledged_event() {
     cluster.pg_ctl_start();
     let down_ms = down_at.elapsed().as_millis();
     let loaded = running.await.expect("load task").expect("load");
-    assert_eq!(loaded.unanswered, 0, "every delivery got a definite answer: {:?}", loaded.answers);
+    assert_eq!(
+        loaded.unanswered, 0,
+        "every delivery got a definite answer: {:?}",
+        loaded.answers
+    );
     let unavailable: usize = loaded
         .answers
         .iter()
         .filter(|(answer, _)| answer.starts_with("503"))
         .map(|(_, n)| n)
         .sum();
-    assert!(unavailable > 0, "the ingress answered 503 while the database was down: {:?}", loaded.answers);
+    assert!(
+        unavailable > 0,
+        "the ingress answered 503 while the database was down: {:?}",
+        loaded.answers
+    );
     let store = jobs::Store::connect(&url, &jobs::StoreOptions::default())
         .await
         .expect("store");
@@ -205,7 +236,10 @@ async fn a_database_crash_under_load_loses_no_acknowledged_event() {
         "SELECT NOT EXISTS (SELECT 1 FROM settlement_events WHERE status = 'recorded')",
     )
     .await;
-    assert!(serve.try_wait().expect("poll").is_none(), "settle serve kept running");
+    assert!(
+        serve.try_wait().expect("poll").is_none(),
+        "settle serve kept running"
+    );
     watching.store(false, Ordering::SeqCst);
     watcher.await.expect("watcher");
     let not_ready = not_ready.load(Ordering::SeqCst);

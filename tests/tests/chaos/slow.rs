@@ -1,4 +1,4 @@
-//! 6. Slow database: a posting transaction that stays open far longer than the heartbeat (its
+//! Scenario 6, Slow database: a posting transaction that stays open far longer than the heartbeat (its
 //! worker frozen mid-transaction) → the fleet rescues the job, the second runner waits on the
 //! event's lock, and once the first commits it finds the event posted: one entry, never two.
 

@@ -1,4 +1,4 @@
-//! 1. Redelivery storm: every event delivered three times at once, once to each of three
+//! Scenario 1, Redelivery storm: every event delivered three times at once, once to each of three
 //! `settle ingress` processes, ~64 requests in flight → each event recorded once, one job each,
 //! one entry each.
 
@@ -21,8 +21,7 @@ async fn redelivery_storm_across_three_ingresses_records_and_posts_each_event_on
         ..AppOptions::default()
     };
     let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
-    let (migrated, output) =
-        tests::process::run_settle(&config, &db.url, &["migrate"]).await;
+    let (migrated, output) = tests::process::run_settle(&config, &db.url, &["migrate"]).await;
     assert!(migrated, "{output}");
     let mut bases = Vec::new();
     let mut ingresses = Vec::new();

@@ -41,7 +41,6 @@ async fn sigterm_lets_a_worker_finish_and_exit_zero() {
     assert!(scratch.logs().contains("workers stopped"));
 }
 
-
 #[tokio::test]
 async fn a_worker_behind_a_transaction_pooler_refuses_to_start_with_a_clear_message() {
     let app = spawn(AppOptions {

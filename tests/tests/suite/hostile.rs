@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use tests::TestDb;
-use tests::app::{ADYEN_KEY, AppOptions, FINANCE_TOKEN, OPS_TOKEN, STANDARD_SECRET, charge, config_toml};
+use tests::app::{
+    ADYEN_KEY, AppOptions, FINANCE_TOKEN, OPS_TOKEN, STANDARD_SECRET, charge, config_toml,
+};
 use tests::hostile;
 use tests::process::{Scratch, free_port, spawn_settle};
 use tests::sign::{adyen_item, adyen_notification, now, standard_headers};
