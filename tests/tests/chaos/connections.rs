@@ -16,7 +16,7 @@ use crate::{counts, report, scale, verify, wait_ready, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_every_settle_connection_every_second_loses_and_doubles_nothing() {
-    let events = scale(1_500, 10_000);
+    let events = scale(400, 2_000);
     let db = TestDb::create().await;
     let scratch = Scratch::new();
     let options = AppOptions {
