@@ -169,8 +169,8 @@ pub fn stripe_delivery(data: &[u8]) {
     refused_when_altered(&source, &headers, data);
 }
 
-/// An Adyen notification: verifying never panics nor passes unsigned items, and adapting gives
-/// one event per item.
+/// An Adyen notification: verifying never panics nor passes unsigned items, and adapting gives at
+/// most one event per item.
 pub fn adyen_notification(data: &[u8]) {
     let source = source(Provider::Adyen, ADYEN_KEY_HEX);
     let Ok(value) = adyen::verify(&source, data) else {
@@ -183,7 +183,8 @@ pub fn adyen_notification(data: &[u8]) {
         .map_or(0, Vec::len);
     assert!(items > 0, "a verified notification has items");
     if let Ok(Adapted::Events(events)) = super::adyen::adapt(&source, &value) {
-        assert_eq!(events.len(), items, "one event per item");
+        // Items that failed or are not about settlement are skipped; none yields two events.
+        assert!(events.len() <= items, "at most one event per item");
         check_events(&events);
     }
 }
