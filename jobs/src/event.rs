@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Datelike, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
 use crate::fingerprint::{FieldHasher, Fingerprint};
@@ -242,6 +242,12 @@ impl SettlementEvent {
         if kind.requires_payout_id() && parts.payout_id.is_none() {
             return Err(FactsError::Missing("payout_id"));
         }
+        // The canonical form writes RFC 3339, whose years have four digits: an instant outside
+        // them (a provider's epoch in milliseconds read as seconds, say) could be recorded but
+        // never read back.
+        if !(0..=9999).contains(&parts.occurred_at.year()) {
+            return Err(FactsError::Time("occurred_at"));
+        }
         Ok(Self {
             movement_id: parts.movement_id,
             occurred_at: parts.occurred_at,
@@ -415,6 +421,25 @@ mod tests {
         "currency": "USD", "gross": "100.00", "fee": "3.20", "net": "96.80",
         "payout_id": "po_9", "reference": "order-42"}"#;
 
+    #[test]
+    fn an_instant_beyond_four_digit_years_is_invalid_facts() {
+        let event =
+            SettlementEvent::from_canonical(Kind::ChargeSettled, &data(CHARGE)).expect("valid");
+        let far = DateTime::from_timestamp(1_999_999_999_900, 0).expect("representable");
+        let parts = EventParts {
+            movement_id: event.movement_id.clone(),
+            occurred_at: far,
+            currency: event.currency,
+            amounts: event.amounts.clone(),
+            payout_id: event.payout_id.clone(),
+            reference: event.reference.clone(),
+        };
+        assert!(matches!(
+            SettlementEvent::new(parts),
+            Err(FactsError::Time("occurred_at"))
+        ));
+    }
+
     fn check(kind: Kind, json: &str, expected: Result<(), &str>) {
         let got = SettlementEvent::from_canonical(kind, &data(json));
         match (got, expected) {
@@ -431,6 +456,11 @@ mod tests {
     fn canonical_events_validate() {
         let ok = Ok(());
         check(Kind::ChargeSettled, CHARGE, ok);
+        check(
+            Kind::ChargeSettled,
+            &CHARGE.replace("2026-11-30T11:59:00Z", "9999-12-31T23:59:59Z"),
+            ok,
+        );
         check(
             Kind::ChargeSettled,
             &CHARGE.replace("96.80", "96.81"),
