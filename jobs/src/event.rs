@@ -430,7 +430,7 @@ mod tests {
             movement_id: event.movement_id.clone(),
             occurred_at: far,
             currency: event.currency,
-            amounts: event.amounts.clone(),
+            amounts: event.amounts,
             payout_id: event.payout_id.clone(),
             reference: event.reference.clone(),
         };
