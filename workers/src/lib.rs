@@ -10,6 +10,7 @@
 
 pub mod chaos;
 mod fleet;
+mod group;
 pub mod retry;
 mod runner;
 mod settings;

@@ -10,6 +10,7 @@ use jobs::{PostError, PostingRules, Store, StoreError};
 use tracing::{debug, error, info, warn};
 
 use crate::chaos::Chaos;
+use crate::group::GroupCommit;
 use crate::retry::RetryPolicy;
 use crate::settings::WorkerSettings;
 
@@ -20,9 +21,9 @@ const STORE_FAILURE_PAUSE: Duration = Duration::from_millis(500);
 #[derive(Debug)]
 pub(crate) struct Runner {
     store: Store,
-    rules: PostingRules,
+    /// Attempt starts and postings go through here, grouped with other jobs' (one commit each).
+    group: GroupCommit,
     policy: RetryPolicy,
-    lock_timeout_ms: u64,
     chaos: Chaos,
 }
 
@@ -61,15 +62,21 @@ impl Runner {
         settings: &WorkerSettings,
         chaos: Chaos,
     ) -> Self {
+        let group = GroupCommit::spawn(
+            store.clone(),
+            rules,
+            settings.attempts_max,
+            settings.lock_timeout_ms,
+            settings.group_size_max,
+        );
         Self {
             store,
-            rules,
+            group,
             policy: RetryPolicy {
                 attempts_max: settings.attempts_max,
                 base_ms: settings.backoff_base_ms,
                 max_ms: settings.backoff_max_ms,
             },
-            lock_timeout_ms: settings.lock_timeout_ms,
             chaos,
         }
     }
@@ -107,11 +114,7 @@ impl Runner {
     }
 
     async fn attempt(&self, job: &JobRef, worker: &str) -> Finish {
-        let start = match self
-            .store
-            .start_attempt(job, worker, self.policy.attempts_max, self.lock_timeout_ms)
-            .await
-        {
+        let start = match self.group.start_attempt(job, worker).await {
             Ok(start) => start,
             Err(error) => return error.into(),
         };
@@ -147,11 +150,7 @@ impl Runner {
             }
         };
         self.chaos.before_posting(&self.store, job.event_id).await;
-        let error = match self
-            .store
-            .post(job, attempt, &self.rules, self.lock_timeout_ms)
-            .await
-        {
+        let error = match self.group.post(job, attempt).await {
             Ok(posted) => {
                 let outcome = match posted {
                     Posted::New { .. } => "posted",

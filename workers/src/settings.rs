@@ -14,6 +14,9 @@ pub struct WorkerSettings {
     pub backoff_max_ms: u64,
     /// Jobs fetched per query.
     pub batch_size: usize,
+    /// At most this many concurrent jobs share one attempt-start commit and one posting
+    /// commit (group commit); 1 gives every job its own transactions.
+    pub group_size_max: usize,
     /// Liveness: a worker unseen for `heartbeat_interval_ms × missed_heartbeats` is dead and its
     /// jobs are rescued by the others.
     pub heartbeat_interval_ms: u64,
@@ -44,6 +47,7 @@ impl Default for WorkerSettings {
             backoff_base_ms: 1_000,
             backoff_max_ms: 300_000,
             batch_size: 16,
+            group_size_max: 64,
             heartbeat_interval_ms: 2_000,
             missed_heartbeats: 4,
             poll_interval_ms: 1_000,
@@ -65,6 +69,7 @@ impl WorkerSettings {
             ("concurrency", self.concurrency as u64),
             ("attempts_max", u64::from(self.attempts_max)),
             ("batch_size", self.batch_size as u64),
+            ("group_size_max", self.group_size_max as u64),
             ("heartbeat_interval_ms", self.heartbeat_interval_ms),
             ("missed_heartbeats", self.missed_heartbeats as u64),
             ("poll_interval_ms", self.poll_interval_ms),

@@ -19,6 +19,10 @@ pub enum StoreError {
     Corrupt(String),
     #[error("{0}")]
     Unsupported(&'static str),
+    /// The call never reached an answer inside this process (the group it waited in was lost);
+    /// nothing is known to have been written, and trying again is safe.
+    #[error("interrupted: {0}")]
+    Interrupted(&'static str),
     /// A LISTEN did not hear its own NOTIFY: the connection does not keep session state (a
     /// transaction-mode pooler).
     #[error("LISTEN/NOTIFY did not round-trip on this connection")]
@@ -35,7 +39,10 @@ pub enum StoreError {
 impl StoreError {
     /// Whether trying the same thing again later may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_))
+        matches!(
+            self,
+            StoreError::Unavailable(_) | StoreError::Interrupted(_)
+        )
     }
 }
 

@@ -198,6 +198,57 @@ impl Store {
         on_backend!(self, store => store.post(job, attempt, rules, lock_timeout_ms).await)
     }
 
+    /// [`Store::start_attempt`] for several jobs at once, each answered as if started alone.
+    /// On PostgreSQL the starts share one statement and one commit (falling back to one by one
+    /// if that statement fails); on SQLite, whose commits serialise anyway, they run in turn.
+    pub async fn start_attempts(
+        &self,
+        starts: &[(JobRef, String)],
+        attempts_max: u32,
+        lock_timeout_ms: u64,
+    ) -> Vec<Result<AttemptStart, StoreError>> {
+        match &self.backend {
+            Backend::Postgres(store) => {
+                store
+                    .start_attempts(starts, attempts_max, lock_timeout_ms)
+                    .await
+            }
+            Backend::Sqlite(store) => {
+                let mut results = Vec::with_capacity(starts.len());
+                for (job, worker) in starts {
+                    results.push(
+                        store
+                            .start_attempt(job, worker, attempts_max, lock_timeout_ms)
+                            .await,
+                    );
+                }
+                results
+            }
+        }
+    }
+
+    /// [`Store::post`] for several jobs at once, each answered as if posted alone (group
+    /// commit). On PostgreSQL they share one transaction, where one job refused for its own
+    /// reason does not stop the others, and a database failure anywhere makes each be posted
+    /// on its own instead; on SQLite they run in turn.
+    pub async fn post_many(
+        &self,
+        posts: &[(JobRef, u32)],
+        rules: &PostingRules,
+        lock_timeout_ms: u64,
+    ) -> Vec<Result<Posted, PostError>> {
+        match &self.backend {
+            Backend::Postgres(store) => store.post_many(posts, rules, lock_timeout_ms).await,
+            Backend::Sqlite(store) => {
+                let mut results = Vec::with_capacity(posts.len());
+                for (job, attempt) in posts {
+                    results.push(store.post(job, *attempt, rules, lock_timeout_ms).await);
+                }
+                results
+            }
+        }
+    }
+
     /// Records a failed attempt and carries out the decision: schedule the retry, or open a
     /// dead letter and move the event to `abandoned`, in one transaction.
     pub async fn fail_attempt(

@@ -547,3 +547,199 @@ async fn pruning_deletes_only_finished_job_rows() {
         "a killed or pending job is kept"
     );
 }
+
+/// The job that is current for the event recorded as `external_id`.
+async fn job_of(app: &TestApp, external_id: &str) -> JobRef {
+    let (event_id, job_id): (i64, String) =
+        sqlx::query_as("SELECT id, job_id FROM settlement_events WHERE external_id = $1")
+            .bind(external_id)
+            .fetch_one(app.pg())
+            .await
+            .expect("event");
+    JobRef {
+        job_id,
+        event_id: EventId::new(event_id),
+    }
+}
+
+/// Group commit: starts and postings of many jobs share one transaction, yet each job gets
+/// exactly the answer it would have had alone, in order.
+#[tokio::test]
+async fn a_group_of_postings_commits_once_and_answers_each_job_as_if_alone() {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::default()
+    })
+    .await;
+    let deliveries = [
+        ("msg_new", charge("ch_a", "100.00", "3.20", "96.80")),
+        ("msg_invalid", charge("ch_b", "100.00", "3.20", "90.00")),
+        ("msg_paid", payout("payout_paid", "po_1", "500.00")),
+        ("msg_failed", payout("payout_failed", "po_1", "500.00")),
+        (
+            "msg_same_movement",
+            charge("ch_a", "100.00", "3.20", "96.80"),
+        ),
+        (
+            "msg_other_facts",
+            charge("ch_a", "200.00", "3.20", "196.80"),
+        ),
+        ("msg_not_ready", payout("payout_failed", "po_2", "70.00")),
+    ];
+    let mut jobs = Vec::new();
+    for (id, body) in &deliveries {
+        record(&app, id, body).await;
+        jobs.push(job_of(&app, id).await);
+    }
+    let rules = PostingRules::default();
+    let starts: Vec<(JobRef, String)> = jobs
+        .iter()
+        .map(|job| (job.clone(), "worker-g".to_owned()))
+        .collect();
+    let started: Vec<AttemptStart> = app
+        .store
+        .start_attempts(&starts, 8, 5_000)
+        .await
+        .into_iter()
+        .map(|s| s.expect("start"))
+        .collect();
+    assert_eq!(started, vec![AttemptStart::Run { attempt: 1 }; 7]);
+    let posts: Vec<(JobRef, u32)> = jobs.iter().map(|job| (job.clone(), 1)).collect();
+    let answers: Vec<String> = app
+        .store
+        .post_many(&posts, &rules, 5_000)
+        .await
+        .into_iter()
+        .map(|answer| match answer {
+            Ok(Posted::New { .. }) => "new".to_owned(),
+            Ok(Posted::Replayed { .. }) => "replayed".to_owned(),
+            Ok(Posted::AlreadySettled) => "settled".to_owned(),
+            Err(error) => error.code().to_owned(),
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            "new",
+            "invalid_facts",
+            "new",
+            "new",
+            "replayed",
+            "source_replay_conflict",
+            "dependency_not_ready"
+        ]
+    );
+    // Three entries (the charge, the payout, its reversal), written by one transaction.
+    let (entries, transactions): (i64, i64) =
+        sqlx::query_as("SELECT count(*), count(DISTINCT xmin::text) FROM journal_entries")
+            .fetch_one(app.pg())
+            .await
+            .expect("entries");
+    assert_eq!((entries, transactions), (3, 1));
+    let reversed: Option<i64> = sqlx::query_scalar(
+        "SELECT f.reverses_entry_id FROM journal_entries f WHERE f.kind = 'payout_failed'",
+    )
+    .fetch_one(app.pg())
+    .await
+    .expect("reversal");
+    assert!(reversed.is_some());
+    for (id, status) in [
+        ("msg_new", "posted"),
+        ("msg_invalid", "recorded"),
+        ("msg_paid", "posted"),
+        ("msg_failed", "posted"),
+        ("msg_same_movement", "posted"),
+        ("msg_other_facts", "recorded"),
+        ("msg_not_ready", "recorded"),
+    ] {
+        assert_eq!(app.event_state(id).await.0, status, "{id}");
+    }
+    // The refused jobs wrote nothing: their attempts are still open for the runner to close.
+    let open: Vec<String> = sqlx::query_scalar(
+        "SELECT e.external_id FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id
+         WHERE a.finished_at IS NULL ORDER BY e.id",
+    )
+    .fetch_all(app.pg())
+    .await
+    .expect("open attempts");
+    assert_eq!(open, ["msg_invalid", "msg_other_facts", "msg_not_ready"]);
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+/// When the database fails inside a group (here a lock the group cannot get in time), nothing
+/// of the group is kept and every job is run alone: only the job whose event is locked fails,
+/// transiently.
+#[tokio::test]
+async fn a_database_failure_in_a_group_makes_each_job_run_alone() {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::default()
+    })
+    .await;
+    let mut jobs = Vec::new();
+    for n in 1..=4 {
+        let id = format!("msg_{n}");
+        record(
+            &app,
+            &id,
+            &charge(&format!("ch_{n}"), "10.00", "1.00", "9.00"),
+        )
+        .await;
+        jobs.push(job_of(&app, &id).await);
+    }
+    // The group's start must be refused before anything is locked by another session.
+    let done = app
+        .store
+        .start_attempt(&jobs[3], "worker-x", 8, 5_000)
+        .await;
+    assert_eq!(done.expect("start"), AttemptStart::Run { attempt: 1 });
+    let mut holder = app.pg().begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM settlement_events WHERE external_id = 'msg_2' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .expect("lock msg_2");
+    let starts: Vec<(JobRef, String)> = jobs[..3]
+        .iter()
+        .map(|job| (job.clone(), "worker-g".to_owned()))
+        .collect();
+    let started = app.store.start_attempts(&starts, 8, 300).await;
+    assert!(matches!(started[0], Ok(AttemptStart::Run { attempt: 1 })));
+    assert!(
+        started[1].as_ref().is_err_and(|e| e.is_transient()),
+        "{:?}",
+        started[1]
+    );
+    assert!(matches!(started[2], Ok(AttemptStart::Run { attempt: 1 })));
+    let rules = PostingRules::default();
+    let posts = [
+        (jobs[0].clone(), 1),
+        (jobs[1].clone(), 1),
+        (jobs[3].clone(), 1),
+    ];
+    let posted = app.store.post_many(&posts, &rules, 300).await;
+    assert!(
+        matches!(posted[0], Ok(Posted::New { .. })),
+        "{:?}",
+        posted[0]
+    );
+    assert!(
+        posted[1].as_ref().is_err_and(|e| e.is_transient()),
+        "{:?}",
+        posted[1]
+    );
+    assert!(
+        matches!(posted[2], Ok(Posted::New { .. })),
+        "{:?}",
+        posted[2]
+    );
+    holder.rollback().await.expect("release");
+    // Each posted alone: two entries, two transactions; the locked event is untouched.
+    let (entries, transactions): (i64, i64) =
+        sqlx::query_as("SELECT count(*), count(DISTINCT xmin::text) FROM journal_entries")
+            .fetch_one(app.pg())
+            .await
+            .expect("entries");
+    assert_eq!((entries, transactions), (2, 2));
+    assert_eq!(app.event_state("msg_2").await.0, "recorded");
+    assert_eq!(app.event_state("msg_3").await.0, "recorded");
+}

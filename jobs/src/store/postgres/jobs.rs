@@ -4,6 +4,7 @@
 use rust_decimal::Decimal;
 use sqlx::Row;
 use sqlx::postgres::PgConnection;
+use tracing::debug;
 
 use super::{PgStore, QUEUE_ATTEMPTS_MAX};
 use crate::event::{Kind, SettlementEvent};
@@ -34,24 +35,87 @@ impl PgStore {
                 .bind(job.event_id.get())
                 .bind(&job.job_id)
                 .bind(worker)
-                .bind(i32::try_from(attempts_max).unwrap_or(i32::MAX))
+                .bind(attempts_max_param(attempts_max))
                 .bind(format!("{lock_timeout_ms}ms"))
                 .bind(DIED)
                 .fetch_one(&self.pool)
                 .await?;
-        let attempts = u32::try_from(attempt).unwrap_or(0);
-        match outcome.as_str() {
-            "run" => Ok(AttemptStart::Run { attempt: attempts }),
-            "rescued" => Ok(AttemptStart::Rescued { attempts }),
-            "exhausted" => Ok(AttemptStart::Exhausted),
-            "nothing_to_do" => Ok(AttemptStart::NothingToDo),
-            "stray" => Ok(AttemptStart::Stray),
-            other => Err(StoreError::Corrupt(format!(
-                "settle_start_attempt answered {other:?}"
-            ))),
-        }
+        attempt_start(&outcome, attempt)
     }
 
+    /// Starts several jobs' attempts in one statement (one commit for all), each exactly as
+    /// [`Self::start_attempt`] would. If the statement fails (a lock timeout, a deadlock, a lost
+    /// connection) nothing of it is kept and each job is started on its own, so one job's
+    /// trouble is only its own.
+    pub(in crate::store) async fn start_attempts(
+        &self,
+        starts: &[(JobRef, String)],
+        attempts_max: u32,
+        lock_timeout_ms: u64,
+    ) -> Vec<Result<AttemptStart, StoreError>> {
+        if starts.len() > 1 && distinct_events(starts.iter().map(|(job, _)| job)) {
+            match self
+                .start_together(starts, attempts_max, lock_timeout_ms)
+                .await
+            {
+                Ok(results) => return results,
+                Err(error) => {
+                    debug!(%error, jobs = starts.len(), "group start failed; starting one by one")
+                }
+            }
+        }
+        let mut results = Vec::with_capacity(starts.len());
+        for (job, worker) in starts {
+            results.push(
+                self.start_attempt(job, worker, attempts_max, lock_timeout_ms)
+                    .await,
+            );
+        }
+        results
+    }
+
+    async fn start_together(
+        &self,
+        starts: &[(JobRef, String)],
+        attempts_max: u32,
+        lock_timeout_ms: u64,
+    ) -> Result<Vec<Result<AttemptStart, StoreError>>, StoreError> {
+        // Events are locked in id order, so two processes' groups never deadlock each other.
+        let mut order: Vec<usize> = (0..starts.len()).collect();
+        order.sort_by_key(|&i| starts[i].0.event_id.get());
+        let events: Vec<i64> = order.iter().map(|&i| starts[i].0.event_id.get()).collect();
+        let jobs: Vec<&str> = order.iter().map(|&i| starts[i].0.job_id.as_str()).collect();
+        let workers: Vec<&str> = order.iter().map(|&i| starts[i].1.as_str()).collect();
+        let rows: Vec<(String, i32)> = sqlx::query_as(
+            "SELECT s.outcome, s.attempt
+             FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS j(event, job, worker, ord)
+             CROSS JOIN LATERAL settle_start_attempt(j.event, j.job, j.worker, $4, $5, $6) AS s
+             ORDER BY j.ord",
+        )
+        .bind(&events)
+        .bind(&jobs)
+        .bind(&workers)
+        .bind(attempts_max_param(attempts_max))
+        .bind(format!("{lock_timeout_ms}ms"))
+        .bind(DIED)
+        .fetch_all(&self.pool)
+        .await?;
+        if rows.len() != starts.len() {
+            return Err(StoreError::Corrupt(format!(
+                "settle_start_attempt answered {} rows for {} jobs",
+                rows.len(),
+                starts.len()
+            )));
+        }
+        let mut results: Vec<Option<Result<AttemptStart, StoreError>>> =
+            (0..starts.len()).map(|_| None).collect();
+        for (&i, (outcome, attempt)) in order.iter().zip(rows) {
+            results[i] = Some(attempt_start(&outcome, attempt));
+        }
+        Ok(results.into_iter().flatten().collect())
+    }
+
+    /// Posts one job's event in its own transaction.
     pub(in crate::store) async fn post(
         &self,
         job: &JobRef,
@@ -61,90 +125,73 @@ impl PgStore {
     ) -> Result<Posted, PostError> {
         let mut tx = self.pool.begin().await.map_err(StoreError::from)?;
         set_lock_timeout(&mut tx, lock_timeout_ms).await?;
-        let row = sqlx::query(
-            "SELECT source, status, job_id, facts, validation_error, received_at FROM settlement_events
-             WHERE id = $1 FOR UPDATE",
-        )
-        .bind(job.event_id.get())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(StoreError::from)?
-        .ok_or_else(|| PostError::CorruptEvent(format!("event {} does not exist", job.event_id)))?;
-        let status: String = row.try_get("status").map_err(StoreError::from)?;
-        let received_at: chrono::DateTime<chrono::Utc> =
-            row.try_get("received_at").map_err(StoreError::from)?;
-        let current_job: String = row.try_get("job_id").map_err(StoreError::from)?;
-        if status != EventStatus::Recorded.as_str() || current_job != job.job_id {
-            finish_attempt(&mut tx, job, attempt, AttemptOutcome::Settled, None).await?;
-            tx.commit().await.map_err(StoreError::from)?;
-            return Ok(Posted::AlreadySettled);
+        let mut rows = lock_events(&mut tx, &[job.event_id.get()]).await?;
+        let Some(row) = rows.pop() else {
+            return Err(missing_event(job));
+        };
+        match post_locked(&mut tx, job, attempt, &row, rules).await? {
+            Locked::Posted(posted) => {
+                tx.commit().await.map_err(StoreError::from)?;
+                Ok(posted)
+            }
+            Locked::Refused(error) => Err(error),
         }
-        if let Some(error) = row
-            .try_get::<Option<String>, _>("validation_error")
-            .map_err(StoreError::from)?
-        {
-            return Err(PostError::InvalidFacts(error));
-        }
-        let facts: serde_json::Value = row.try_get("facts").map_err(StoreError::from)?;
-        let event = SettlementEvent::from_stored(&facts)
-            .map_err(|e| PostError::CorruptEvent(e.to_string()))?;
-        let source_text: String = row.try_get("source").map_err(StoreError::from)?;
-        let source =
-            SourceName::parse(&source_text).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
+    }
 
-        let mut draft = posting::draft(&source, &event, &rules.accounts(&source));
-        let reverses = if event.kind() == Kind::PayoutFailed {
-            Some(reverse_payout(&mut tx, &source, &event, &mut draft).await?)
-        } else {
-            None
-        };
-        if !draft.is_balanced() {
-            return Err(PostError::Unbalanced(draft.source_key));
+    /// Posts several jobs' events in one transaction (group commit: one WAL flush for all), each
+    /// exactly as [`Self::post`] would: a job refused for its own reason (invalid facts, a
+    /// replay conflict, a dependency not posted yet) writes nothing and does not stop the
+    /// others. If the database fails anywhere in the group (a statement error, the commit),
+    /// nothing of it is kept and each job is posted on its own transaction instead, so every job
+    /// gets the answer it would have had alone.
+    pub(in crate::store) async fn post_many(
+        &self,
+        posts: &[(JobRef, u32)],
+        rules: &PostingRules,
+        lock_timeout_ms: u64,
+    ) -> Vec<Result<Posted, PostError>> {
+        if posts.len() > 1 && distinct_events(posts.iter().map(|(job, _)| job)) {
+            match self.post_together(posts, rules, lock_timeout_ms).await {
+                Ok(results) => return results,
+                Err(error) => {
+                    debug!(%error, jobs = posts.len(), "group posting failed; posting one by one")
+                }
+            }
         }
-        let fingerprint = event.fingerprint().to_hex();
-        let posting = Posting {
-            job,
-            attempt,
-            source: &source,
-            event: &event,
-            draft: &draft,
-            fingerprint: &fingerprint,
-            reverses,
-        };
-        if let Some(entry_id) = insert_posting(&mut tx, &posting).await? {
-            tx.commit().await.map_err(StoreError::from)?;
-            return Ok(Posted::New {
-                entry_id,
-                received_at,
-            });
+        let mut results = Vec::with_capacity(posts.len());
+        for (job, attempt) in posts {
+            results.push(self.post(job, *attempt, rules, lock_timeout_ms).await);
         }
-        // The source key is taken: the same facts replayed (or a conflicting replay).
-        let (entry_id, stored): (i64, String) = sqlx::query_as(
-            "SELECT id, request_fingerprint FROM journal_entries WHERE source_key = $1",
-        )
-        .bind(&draft.source_key)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(StoreError::from)?;
-        if stored != fingerprint {
-            return Err(PostError::SourceReplayConflict {
-                source_key: draft.source_key,
-            });
+        results
+    }
+
+    async fn post_together(
+        &self,
+        posts: &[(JobRef, u32)],
+        rules: &PostingRules,
+        lock_timeout_ms: u64,
+    ) -> Result<Vec<Result<Posted, PostError>>, PostError> {
+        let mut tx = self.pool.begin().await.map_err(StoreError::from)?;
+        set_lock_timeout(&mut tx, lock_timeout_ms).await?;
+        let ids: Vec<i64> = posts.iter().map(|(job, _)| job.event_id.get()).collect();
+        let rows: std::collections::HashMap<i64, EventRow> = lock_events(&mut tx, &ids)
+            .await?
+            .into_iter()
+            .map(|row| (row.id, row))
+            .collect();
+        let mut results = Vec::with_capacity(posts.len());
+        for (job, attempt) in posts {
+            let result = match rows.get(&job.event_id.get()) {
+                None => Err(missing_event(job)),
+                Some(row) => match post_locked(&mut tx, job, *attempt, row, rules).await? {
+                    Locked::Posted(posted) => Ok(posted),
+                    Locked::Refused(error) => Err(error),
+                },
+            };
+            results.push(result);
         }
-        set_event_status(
-            &mut tx,
-            job.event_id,
-            EventStatus::Recorded,
-            EventStatus::Posted,
-            Some(entry_id),
-        )
-        .await?;
-        finish_attempt(&mut tx, job, attempt, AttemptOutcome::Posted, None).await?;
         tx.commit().await.map_err(StoreError::from)?;
-        Ok(Posted::Replayed {
-            entry_id,
-            received_at,
-        })
+        Ok(results)
     }
 
     pub(in crate::store) async fn fail_attempt(
@@ -272,6 +319,170 @@ impl PgStore {
         .await?;
         Ok(done.rows_affected())
     }
+}
+
+fn attempts_max_param(attempts_max: u32) -> i32 {
+    i32::try_from(attempts_max).unwrap_or(i32::MAX)
+}
+
+/// Reads one answer of `settle_start_attempt`.
+fn attempt_start(outcome: &str, attempt: i32) -> Result<AttemptStart, StoreError> {
+    let attempts = u32::try_from(attempt).unwrap_or(0);
+    match outcome {
+        "run" => Ok(AttemptStart::Run { attempt: attempts }),
+        "rescued" => Ok(AttemptStart::Rescued { attempts }),
+        "exhausted" => Ok(AttemptStart::Exhausted),
+        "nothing_to_do" => Ok(AttemptStart::NothingToDo),
+        "stray" => Ok(AttemptStart::Stray),
+        other => Err(StoreError::Corrupt(format!(
+            "settle_start_attempt answered {other:?}"
+        ))),
+    }
+}
+
+/// A group shares one transaction only when no event is in it twice (a job delivered twice
+/// at once runs on its own, where the event's lock orders the two).
+fn distinct_events<'a>(jobs: impl Iterator<Item = &'a JobRef>) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    jobs.into_iter().all(|job| seen.insert(job.event_id.get()))
+}
+
+fn missing_event(job: &JobRef) -> PostError {
+    PostError::CorruptEvent(format!("event {} does not exist", job.event_id))
+}
+
+/// An event row as the posting reads it, locked.
+struct EventRow {
+    id: i64,
+    source: String,
+    status: String,
+    job_id: String,
+    /// `None` for an event recorded with invalid facts.
+    facts: Option<serde_json::Value>,
+    validation_error: Option<String>,
+    received_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Locks the events (in id order, so concurrent groups never deadlock) and reads them.
+async fn lock_events(conn: &mut PgConnection, ids: &[i64]) -> Result<Vec<EventRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, source, status, job_id, facts, validation_error, received_at
+         FROM settlement_events WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(EventRow {
+                id: row.try_get("id")?,
+                source: row.try_get("source")?,
+                status: row.try_get("status")?,
+                job_id: row.try_get("job_id")?,
+                facts: row.try_get("facts")?,
+                validation_error: row.try_get("validation_error")?,
+                received_at: row.try_get("received_at")?,
+            })
+        })
+        .collect()
+}
+
+/// How posting one locked event ended, with the transaction still usable. (An `Err` beside it
+/// means the database failed and the transaction must be abandoned.)
+enum Locked {
+    Posted(Posted),
+    /// Refused for the event's own reason; nothing was written.
+    Refused(PostError),
+}
+
+/// The posting of one event whose row the caller's transaction holds locked: settled already,
+/// invalid, a new entry, a replay of the same entry, or a replay conflict.
+async fn post_locked(
+    tx: &mut PgConnection,
+    job: &JobRef,
+    attempt: u32,
+    row: &EventRow,
+    rules: &PostingRules,
+) -> Result<Locked, PostError> {
+    if row.status != EventStatus::Recorded.as_str() || row.job_id != job.job_id {
+        finish_attempt(tx, job, attempt, AttemptOutcome::Settled, None).await?;
+        return Ok(Locked::Posted(Posted::AlreadySettled));
+    }
+    if let Some(error) = &row.validation_error {
+        return Ok(Locked::Refused(PostError::InvalidFacts(error.clone())));
+    }
+    let Some(facts) = &row.facts else {
+        return Ok(Locked::Refused(PostError::CorruptEvent(format!(
+            "event {} has neither facts nor a validation error",
+            row.id
+        ))));
+    };
+    let parsed = SettlementEvent::from_stored(facts)
+        .map_err(|e| e.to_string())
+        .and_then(|event| {
+            SourceName::parse(&row.source)
+                .map(|source| (event, source))
+                .map_err(|e| e.to_string())
+        });
+    let (event, source) = match parsed {
+        Ok(parsed) => parsed,
+        Err(error) => return Ok(Locked::Refused(PostError::CorruptEvent(error))),
+    };
+    let mut draft = posting::draft(&source, &event, &rules.accounts(&source));
+    let reverses = if event.kind() == Kind::PayoutFailed {
+        match reverse_payout(tx, &source, &event, &mut draft).await {
+            Ok(paid_id) => Some(paid_id),
+            Err(PostError::Store(error)) => return Err(PostError::Store(error)),
+            Err(refused) => return Ok(Locked::Refused(refused)),
+        }
+    } else {
+        None
+    };
+    if !draft.is_balanced() {
+        return Ok(Locked::Refused(PostError::Unbalanced(draft.source_key)));
+    }
+    let fingerprint = event.fingerprint().to_hex();
+    let posting = Posting {
+        job,
+        attempt,
+        source: &source,
+        event: &event,
+        draft: &draft,
+        fingerprint: &fingerprint,
+        reverses,
+    };
+    // Any error here came from the database (the transaction is aborted).
+    if let Some(entry_id) = insert_posting(tx, &posting).await? {
+        return Ok(Locked::Posted(Posted::New {
+            entry_id,
+            received_at: row.received_at,
+        }));
+    }
+    // The source key is taken: the same facts replayed (or a conflicting replay).
+    let (entry_id, stored): (i64, String) =
+        sqlx::query_as("SELECT id, request_fingerprint FROM journal_entries WHERE source_key = $1")
+            .bind(&draft.source_key)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(StoreError::from)?;
+    if stored != fingerprint {
+        return Ok(Locked::Refused(PostError::SourceReplayConflict {
+            source_key: draft.source_key,
+        }));
+    }
+    set_event_status(
+        tx,
+        job.event_id,
+        EventStatus::Recorded,
+        EventStatus::Posted,
+        Some(entry_id),
+    )
+    .await?;
+    finish_attempt(tx, job, attempt, AttemptOutcome::Posted, None).await?;
+    Ok(Locked::Posted(Posted::Replayed {
+        entry_id,
+        received_at: row.received_at,
+    }))
 }
 
 /// Points each event at a fresh job and inserts those jobs (their insert notifies workers).
