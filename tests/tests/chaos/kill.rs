@@ -13,7 +13,7 @@ use crate::{counts, report, scale, verify};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_workers_drain_while_one_is_sigkilled_every_two_seconds() {
-    let events = scale(1_500, 5_000);
+    let events = scale(2_000, 5_000);
     let app = spawn(AppOptions {
         role: Role::Ingress,
         ..AppOptions::default()

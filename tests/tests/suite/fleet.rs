@@ -9,8 +9,11 @@ use tests::app::{AppOptions, FAST_WORKERS, config_toml, spawn};
 use tests::fleet::{Fleet, record_charges, tail};
 use tests::process::{Scratch, spawn_settle};
 
+/// SIGTERM while postings are in flight (blocked inside their transactions on a journal lock
+/// someone else holds): the worker stops fetching, finishes those postings once the lock is
+/// gone, and exits 0 with no attempt left open; a later worker posts the rest.
 #[tokio::test]
-async fn sigterm_lets_a_worker_finish_and_exit_zero() {
+async fn sigterm_lets_a_worker_finish_its_in_flight_jobs_and_exit_zero() {
     let app = spawn(AppOptions {
         role: Role::Ingress,
         ..AppOptions::default()
@@ -18,9 +21,21 @@ async fn sigterm_lets_a_worker_finish_and_exit_zero() {
     .await;
     record_charges(&app, "evt_", 50).await;
     let scratch = Scratch::new();
-    let mut fleet = Fleet::new(&scratch, &app, FAST_WORKERS, vec![]);
+    let workers = format!("{FAST_WORKERS}\nlock_timeout_ms = 60000\ndrain_timeout_secs = 30");
+    let mut fleet = Fleet::new(&scratch, &app, &workers, vec![]);
+    let mut blocker = app.pg().begin().await.expect("begin");
+    sqlx::query("LOCK TABLE journal_entries IN EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .expect("lock the journal");
     fleet.start(1);
-    app.wait_settled(60).await;
+    app.wait_for(
+        "a posting to block inside its transaction",
+        60,
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+           AND application_name = 'settle' AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO journal_entries%')",
+    )
+    .await;
     let mut worker = fleet.members.remove(0);
     let pid = worker.id().expect("pid").to_string();
     let killed = tokio::process::Command::new("kill")
@@ -29,6 +44,10 @@ async fn sigterm_lets_a_worker_finish_and_exit_zero() {
         .await
         .expect("kill");
     assert!(killed.success());
+    // The worker is draining, not gone: it waits for its postings.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(worker.try_wait().expect("status").is_none(), "exited before its jobs finished");
+    blocker.commit().await.expect("unlock");
     let status = tokio::time::timeout(Duration::from_secs(30), worker.wait())
         .await
         .expect("exits within the drain timeout")
@@ -39,6 +58,20 @@ async fn sigterm_lets_a_worker_finish_and_exit_zero() {
         tail(&scratch.logs())
     );
     assert!(scratch.logs().contains("workers stopped"));
+    let (open, posted): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE finished_at IS NULL), count(*) FILTER (WHERE outcome = 'posted')
+         FROM job_attempts",
+    )
+    .fetch_one(app.pg())
+    .await
+    .expect("attempts");
+    assert_eq!(open, 0, "every started attempt finished before the exit");
+    assert!(posted >= 1, "the in-flight postings committed");
+    assert_eq!(app.count("journal_entries").await, posted);
+    fleet.start(1);
+    app.wait_settled(60).await;
+    assert_eq!(app.count("journal_entries").await, 50);
+    assert!(app.failed_invariants().await.is_empty());
 }
 
 #[tokio::test]

@@ -6,7 +6,10 @@ use jobs::{EventId, PostingRules};
 use ops::Role;
 use serde_json::json;
 use tests::TestApp;
-use tests::app::{AppOptions, FAST_WORKERS, canonical, charge, spawn, spawn_app, start};
+use tests::app::{
+    AppOptions, FAST_WORKERS, canonical, charge, config_toml, spawn, spawn_app, start,
+};
+use tests::process::{Scratch, run_settle};
 
 fn payout(kind: &str, payout_id: &str, amount: &str) -> String {
     canonical(
@@ -260,10 +263,11 @@ async fn a_transient_failure_retries_with_growing_gaps_until_it_posts() {
     .await
     .expect("attempts");
     let outcomes: Vec<&str> = attempts.iter().map(|a| a.1.as_str()).collect();
-    assert_eq!(outcomes[..3], ["transient", "transient", "transient"]);
+    // Failed N = 3 times, posted at attempt N + 1: the dependency arrived well inside the
+    // fourth attempt's backoff (at least 400 ms).
     assert_eq!(
-        outcomes.last(),
-        Some(&"posted"),
+        outcomes,
+        ["transient", "transient", "transient", "posted"],
         "posted at the attempt after the dependency arrived"
     );
     // Each gap is at least half its ceiling (base 200 ms doubling), so the floor doubles.
@@ -451,6 +455,15 @@ async fn verify_reports_a_broken_invariant() {
         failed.iter().any(|f| f.starts_with("event_accounted_for")),
         "{failed:?}"
     );
+    // The command says so too, with a non-zero exit.
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "settle.toml",
+        &config_toml(&app.database_url(), &AppOptions::default()),
+    );
+    let (ok, report) = run_settle(&config, &app.database_url(), &["verify"]).await;
+    assert!(!ok, "settle verify exited 0 on a broken store:\n{report}");
+    assert!(report.contains("event_accounted_for"), "{report}");
     sqlx::query("ALTER TABLE journal_lines DISABLE TRIGGER journal_lines_immutable")
         .execute(app.pg())
         .await
