@@ -78,6 +78,18 @@ async fn redelivery_storm_across_three_ingresses_records_and_posts_each_event_on
     assert_eq!((recorded, duplicate), (events, 2 * events));
 
     let pool = db.pool().await;
+    // Counted before the drain: once workers run, finished rows are pruned.
+    let queued: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM apalis.jobs WHERE job_type = 'settle::PostSettlement'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("jobs");
+    assert_eq!(
+        queued,
+        i64::try_from(events).expect("count"),
+        "one queue row per event, never two"
+    );
     let mut workers: Vec<_> = (0..2)
         .map(|i| {
             spawn_settle(
@@ -103,13 +115,6 @@ async fn redelivery_storm_across_three_ingresses_records_and_posts_each_event_on
         (stored, jobs, entries, posted, dead),
         (expected, expected, expected, expected, 0)
     );
-    let queued: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM apalis.jobs WHERE job_type = 'settle::PostSettlement'",
-    )
-    .fetch_one(&pool)
-    .await
-    .expect("jobs");
-    assert_eq!(queued, expected, "one queue row per event, never two");
     verify(&config, &db.url).await;
     for worker in &mut workers {
         worker.start_kill().expect("kill");

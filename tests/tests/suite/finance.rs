@@ -497,8 +497,20 @@ async fn the_csv_export_round_trips_and_sums_to_zero_per_entry() {
     );
     let mut per_entry: BTreeMap<(i64, String), Decimal> = BTreeMap::new();
     let mut per_account: BTreeMap<(String, String), Decimal> = BTreeMap::new();
+    let mut read_back: Vec<(i64, i32, String, String, Decimal, String, String)> = Vec::new();
     for record in reader.records() {
         let record = record.expect("record");
+        let line = |i: usize| record[i].to_owned();
+        let debit_or_credit = |i: usize| -> Decimal { record[i].parse().unwrap_or(Decimal::ZERO) };
+        read_back.push((
+            record[0].parse().expect("entry id"),
+            record[1].parse().expect("line no"),
+            line(4),
+            line(5),
+            debit_or_credit(6) - debit_or_credit(7),
+            line(9),
+            line(10),
+        ));
         let amount = |i: usize| -> Decimal {
             if record[i].is_empty() {
                 Decimal::ZERO
@@ -529,6 +541,17 @@ async fn the_csv_export_round_trips_and_sums_to_zero_per_entry() {
     assert_eq!(entries.len() as i64, app.count("journal_entries").await);
     per_account.retain(|_, total| !total.is_zero());
     assert_eq!(per_account, expected_balances(&events, 30));
+    // Line for line, the CSV is the journal: same entries, lines, accounts, amounts, kinds.
+    let stored: Vec<(i64, i32, String, String, Decimal, String, String)> = sqlx::query_as(
+        "SELECT l.entry_id, l.line_no, l.account, l.currency, l.amount, e.kind, e.movement_id
+         FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+         ORDER BY l.entry_id, l.line_no",
+    )
+    .fetch_all(app.pg())
+    .await
+    .expect("journal lines");
+    read_back.sort_by_key(|line| (line.0, line.1));
+    assert_eq!(read_back, stored);
 }
 
 #[tokio::test]

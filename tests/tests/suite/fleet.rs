@@ -21,7 +21,8 @@ async fn sigterm_lets_a_worker_finish_its_in_flight_jobs_and_exit_zero() {
     .await;
     record_charges(&app, "evt_", 50).await;
     let scratch = Scratch::new();
-    let workers = format!("{FAST_WORKERS}\nlock_timeout_ms = 60000\ndrain_timeout_secs = 30");
+    let workers = format!("{FAST_WORKERS}\nlock_timeout_ms = 60000")
+        .replace("drain_timeout_secs = 5", "drain_timeout_secs = 30");
     let mut fleet = Fleet::new(&scratch, &app, &workers, vec![]);
     let mut blocker = app.pg().begin().await.expect("begin");
     sqlx::query("LOCK TABLE journal_entries IN EXCLUSIVE MODE")
@@ -46,7 +47,10 @@ async fn sigterm_lets_a_worker_finish_its_in_flight_jobs_and_exit_zero() {
     assert!(killed.success());
     // The worker is draining, not gone: it waits for its postings.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(worker.try_wait().expect("status").is_none(), "exited before its jobs finished");
+    assert!(
+        worker.try_wait().expect("status").is_none(),
+        "exited before its jobs finished"
+    );
     blocker.commit().await.expect("unlock");
     let status = tokio::time::timeout(Duration::from_secs(30), worker.wait())
         .await

@@ -534,3 +534,75 @@ async fn the_cli_lists_shows_requeues_and_discards_with_the_actor_recorded() {
         )]
     );
 }
+
+/// Follows `next_cursor` from `path` (`limit` per page); every item's id, in order.
+async fn page_through(app: &TestApp, path: &str, limit: usize) -> Vec<i64> {
+    let mut ids = Vec::new();
+    let mut cursor: Option<i64> = None;
+    for _ in 0..20 {
+        let url = match cursor {
+            Some(c) => format!("{path}?limit={limit}&cursor={c}"),
+            None => format!("{path}?limit={limit}"),
+        };
+        let (status, page) = app.api_get(&url, Some(FINANCE_TOKEN)).await;
+        assert_eq!(status, 200, "{url}: {page}");
+        let items = page["items"].as_array().expect("items");
+        assert!(items.len() <= limit, "{url} gave {} items", items.len());
+        ids.extend(items.iter().map(|item| item["id"].as_i64().expect("id")));
+        match page["next_cursor"].as_i64() {
+            Some(next) => cursor = Some(next),
+            None => return ids,
+        }
+    }
+    panic!("{path} never reached its last page");
+}
+
+#[tokio::test]
+async fn dead_letters_and_conflicts_are_paged_by_cursor_each_item_once() {
+    let app = spawn_app().await;
+    for n in 1..=5 {
+        // Invalid facts: each is dead-lettered at once.
+        post_ok(
+            &app,
+            &format!("msg_bad_{n}"),
+            &charge(&format!("ch_bad_{n}"), "10.00", "1.00", "8.00"),
+        )
+        .await;
+    }
+    for n in 1..=3 {
+        let id = format!("msg_{n}");
+        post_ok(
+            &app,
+            &id,
+            &charge(&format!("ch_{n}"), "10.00", "1.00", "9.00"),
+        )
+        .await;
+        let conflicting = app
+            .post_standard(&id, &charge(&format!("ch_{n}"), "11.00", "1.00", "10.00"))
+            .await;
+        assert_eq!(conflicting.status().as_u16(), 409);
+    }
+    app.wait_settled(30).await;
+    let dead: Vec<i64> = sqlx::query_scalar("SELECT id FROM dead_letters ORDER BY id")
+        .fetch_all(app.pg())
+        .await
+        .expect("dead letters");
+    assert_eq!(dead.len(), 5);
+    let mut paged = page_through(&app, "/api/dead-letters", 2).await;
+    paged.sort_unstable();
+    assert_eq!(
+        paged, dead,
+        "every dead letter exactly once across pages of 2"
+    );
+    let conflicts: Vec<i64> = sqlx::query_scalar("SELECT id FROM event_conflicts ORDER BY id")
+        .fetch_all(app.pg())
+        .await
+        .expect("conflicts");
+    assert_eq!(conflicts.len(), 3);
+    let mut paged = page_through(&app, "/api/conflicts", 2).await;
+    paged.sort_unstable();
+    assert_eq!(
+        paged, conflicts,
+        "every conflict exactly once across pages of 2"
+    );
+}
