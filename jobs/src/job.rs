@@ -40,6 +40,11 @@ pub struct JobRef {
 pub enum AttemptStart {
     /// Attempt number `attempt` is recorded as started (committed); do the work.
     Run { attempt: u32 },
+    /// This job's last attempt died with its worker, so it may be what kills workers: nothing
+    /// was started. Start it again with [`crate::Store::start_attempt_alone`] once nothing else
+    /// is in flight in this process, so that a second death takes no other job's attempt with
+    /// it.
+    Suspect,
     /// The event is no longer waiting for this job (posted, closed, or requeued onto a newer
     /// job): nothing to do.
     NothingToDo,

@@ -411,6 +411,18 @@ impl TestApp {
             .expect("event state")
     }
 
+    /// The job that posts the event with `external_id`, as the store knows it.
+    pub async fn job_of(&self, external_id: &str) -> jobs::job::JobRef {
+        const SQL: &str = "SELECT id, job_id FROM settlement_events WHERE external_id = $1";
+        let (event_id, job_id): (i64, String) =
+            on_pool!(self, pool => sqlx::query_as(SQL).bind(external_id).fetch_one(pool).await)
+                .expect("event's job");
+        jobs::job::JobRef {
+            job_id,
+            event_id: jobs::EventId::new(event_id),
+        }
+    }
+
     /// Runs `settle verify` over the store and returns the names of failed checks.
     pub async fn failed_invariants(&self) -> Vec<String> {
         self.store

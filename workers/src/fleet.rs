@@ -243,7 +243,10 @@ const PRUNE_BATCH_MAX: u32 = 5_000;
 /// from every process), and deletes finished job rows.
 async fn sweep_loop(store: Store, settings: WorkerSettings, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(settings.sweep_interval_secs));
-    let mut prune = tokio::time::interval(Duration::from_millis(settings.prune_interval_ms));
+    // The first pruning comes one interval after the start, not at once.
+    let prune_every = Duration::from_millis(settings.prune_interval_ms);
+    let mut prune =
+        tokio::time::interval_at(tokio::time::Instant::now() + prune_every, prune_every);
     prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use tokio::sync::RwLock;
+
 use apalis_core::error::{AbortError, BoxDynError};
 use jobs::job::{AttemptStart, FailureDecision, JobPayload, JobRef, Posted};
 use jobs::{PostError, PostingRules, Store, StoreError};
@@ -23,6 +25,10 @@ pub(crate) struct Runner {
     store: Store,
     /// Attempt starts and postings go through here, grouped with other jobs' (one commit each).
     group: GroupCommit,
+    /// Every attempt holds this shared from before it starts until it is closed; a suspect's
+    /// attempt (see [`AttemptStart::Suspect`]) holds it exclusively.
+    alone: RwLock<()>,
+    lock_timeout_ms: u64,
     policy: RetryPolicy,
     chaos: Chaos,
 }
@@ -72,6 +78,8 @@ impl Runner {
         Self {
             store,
             group,
+            alone: RwLock::new(()),
+            lock_timeout_ms: settings.lock_timeout_ms,
             policy: RetryPolicy {
                 attempts_max: settings.attempts_max,
                 base_ms: settings.backoff_base_ms,
@@ -114,10 +122,28 @@ impl Runner {
     }
 
     async fn attempt(&self, job: &JobRef, worker: &str) -> Finish {
-        let start = match self.group.start_attempt(job, worker).await {
+        // Held from before the attempt opens until it is closed: while a suspect runs alone,
+        // no other attempt of this process is open.
+        let mut shared = Some(self.alone.read().await);
+        let mut start = match self.group.start_attempt(job, worker).await {
             Ok(start) => start,
             Err(error) => return error.into(),
         };
+        let mut _alone = None;
+        if start == AttemptStart::Suspect {
+            drop(shared.take());
+            _alone = Some(self.alone.write().await);
+            info!(job_id = %job.job_id, event_id = %job.event_id, "its last attempt died with its worker; running it alone");
+            metrics::counter!("settle_job_attempts_alone_total").increment(1);
+            start = match self
+                .store
+                .start_attempt_alone(job, worker, self.policy.attempts_max, self.lock_timeout_ms)
+                .await
+            {
+                Ok(start) => start,
+                Err(error) => return error.into(),
+            };
+        }
         let attempt = match start {
             AttemptStart::Run { attempt } => {
                 metrics::counter!("settle_job_attempts_started_total").increment(1);
@@ -127,6 +153,11 @@ impl Runner {
                 debug!(job_id = %job.job_id, event_id = %job.event_id, "event already settled");
                 count("nothing_to_do");
                 return Finish::Done;
+            }
+            AttemptStart::Suspect => {
+                return Finish::from(StoreError::Corrupt(
+                    "a start made alone answered suspect".into(),
+                ));
             }
             AttemptStart::Stray => {
                 error!(job_id = %job.job_id, event_id = %job.event_id, "job names no event; killed");

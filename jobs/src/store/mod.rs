@@ -181,7 +181,20 @@ impl Store {
         attempts_max: u32,
         lock_timeout_ms: u64,
     ) -> Result<AttemptStart, StoreError> {
-        on_backend!(self, store => store.start_attempt(job, worker, attempts_max, lock_timeout_ms).await)
+        on_backend!(self, store => store.start_attempt(job, worker, attempts_max, lock_timeout_ms, false).await)
+    }
+
+    /// [`Store::start_attempt`] for a job it answered [`AttemptStart::Suspect`]: starts the
+    /// attempt all the same (never answers `Suspect`). The caller has made sure nothing else
+    /// is in flight in its process.
+    pub async fn start_attempt_alone(
+        &self,
+        job: &JobRef,
+        worker: &str,
+        attempts_max: u32,
+        lock_timeout_ms: u64,
+    ) -> Result<AttemptStart, StoreError> {
+        on_backend!(self, store => store.start_attempt(job, worker, attempts_max, lock_timeout_ms, true).await)
     }
 
     /// The posting transaction: locks the event, returns early if it is settled, builds the
@@ -218,7 +231,7 @@ impl Store {
                 for (job, worker) in starts {
                     results.push(
                         store
-                            .start_attempt(job, worker, attempts_max, lock_timeout_ms)
+                            .start_attempt(job, worker, attempts_max, lock_timeout_ms, false)
                             .await,
                     );
                 }

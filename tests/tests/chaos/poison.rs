@@ -78,6 +78,21 @@ async fn a_job_that_kills_its_worker_every_time_is_dead_lettered_and_stays_there
         revived >= 3,
         "the poison killed a worker on each of its attempts ({revived} restarts)"
     );
+    // After its first death the poison ran alone: its later deaths took no other attempt with
+    // them (each process dies once, and its name is its own).
+    let taken_along: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM job_attempts p
+         JOIN settlement_events e ON e.id = p.event_id AND e.external_id = 'poison_0'
+         JOIN job_attempts other ON other.worker = p.worker AND other.job_id <> p.job_id
+         WHERE p.attempt > 1 AND other.outcome = 'died'",
+    )
+    .fetch_one(app.pg())
+    .await
+    .expect("bystanders");
+    assert_eq!(
+        taken_along, 0,
+        "a suspect's death took other attempts with it"
+    );
     assert_eq!(posted(&app).await, 300, "every other event posted");
 
     // Wait far past every retry horizon, while new events keep arriving and posting: the

@@ -4,6 +4,9 @@
 
 use std::collections::BTreeSet;
 
+use jobs::PostingRules;
+use jobs::job::{AttemptStart, Posted};
+use ops::Role;
 use serde_json::{Value, json};
 use tests::TestApp;
 use tests::app::{
@@ -34,6 +37,7 @@ conformance!(
     balances_journal_and_reconciliation_read_the_same,
     a_restart_keeps_everything,
     finished_job_rows_are_pruned,
+    a_job_whose_attempt_died_starts_again_only_alone,
 );
 
 async fn deliver(app: &TestApp, id: &str, body: &str) -> (u16, Value) {
@@ -464,6 +468,67 @@ async fn finished_job_rows_are_pruned(backend: Backend) {
         app.scalar("SELECT count(*) FROM settlement_events WHERE status = 'posted'")
             .await,
         3
+    );
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+/// A job whose attempt died with its worker is a suspect: a plain start of it writes nothing,
+/// and only a start made alone opens its next attempt.
+async fn a_job_whose_attempt_died_starts_again_only_alone(backend: Backend) {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::on(backend)
+    })
+    .await;
+    deliver(&app, "msg_1", &charge("ch_1", "100.00", "3.20", "96.80")).await;
+    let job = app.job_of("msg_1").await;
+    let start = |worker: &'static str| app.store.start_attempt(&job, worker, 8, 5_000);
+    assert_eq!(
+        start("worker-a").await.expect("start"),
+        AttemptStart::Run { attempt: 1 }
+    );
+    // worker-a dies with its attempt open; the next start closes it as died.
+    assert_eq!(
+        start("worker-b").await.expect("start"),
+        AttemptStart::Rescued { attempts: 1 }
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            start("worker-b").await.expect("start"),
+            AttemptStart::Suspect
+        );
+    }
+    assert_eq!(
+        app.count("job_attempts").await,
+        1,
+        "a suspect's plain start writes nothing"
+    );
+    assert_eq!(
+        app.store
+            .start_attempt_alone(&job, "worker-b", 8, 5_000)
+            .await
+            .expect("start alone"),
+        AttemptStart::Run { attempt: 2 }
+    );
+    let posted = app
+        .store
+        .post(&job, 2, &PostingRules::default(), 5_000)
+        .await
+        .expect("post");
+    assert!(matches!(posted, Posted::New { .. }), "{posted:?}");
+    assert_eq!(
+        app.scalar(
+            "SELECT count(*) FROM job_attempts
+             WHERE (attempt = 1 AND outcome = 'died') OR (attempt = 2 AND outcome = 'posted')"
+        )
+        .await,
+        2
+    );
+    assert_eq!(app.count("job_attempts").await, 2);
+    // Once posted, a start (plain or alone) has nothing to do.
+    assert_eq!(
+        start("worker-c").await.expect("start"),
+        AttemptStart::NothingToDo
     );
     assert!(app.failed_invariants().await.is_empty());
 }

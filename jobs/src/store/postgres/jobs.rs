@@ -22,22 +22,24 @@ use crate::store::StoreError;
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
 
 impl PgStore {
-    /// One call of `settle_start_attempt` (migration 5): one round trip and one commit.
+    /// One call of `settle_start_attempt` (migrations 5 and 6): one round trip and one commit.
     pub(in crate::store) async fn start_attempt(
         &self,
         job: &JobRef,
         worker: &str,
         attempts_max: u32,
         lock_timeout_ms: u64,
+        alone: bool,
     ) -> Result<AttemptStart, StoreError> {
         let (outcome, attempt): (String, i32) =
-            sqlx::query_as("SELECT * FROM settle_start_attempt($1, $2, $3, $4, $5, $6)")
+            sqlx::query_as("SELECT * FROM settle_start_attempt($1, $2, $3, $4, $5, $6, $7)")
                 .bind(job.event_id.get())
                 .bind(&job.job_id)
                 .bind(worker)
                 .bind(attempts_max_param(attempts_max))
                 .bind(format!("{lock_timeout_ms}ms"))
                 .bind(DIED)
+                .bind(alone)
                 .fetch_one(&self.pool)
                 .await?;
         attempt_start(&outcome, attempt)
@@ -67,7 +69,7 @@ impl PgStore {
         let mut results = Vec::with_capacity(starts.len());
         for (job, worker) in starts {
             results.push(
-                self.start_attempt(job, worker, attempts_max, lock_timeout_ms)
+                self.start_attempt(job, worker, attempts_max, lock_timeout_ms, false)
                     .await,
             );
         }
@@ -89,7 +91,7 @@ impl PgStore {
         let rows: Vec<(String, i32)> = sqlx::query_as(
             "SELECT s.outcome, s.attempt
              FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS j(event, job, worker, ord)
-             CROSS JOIN LATERAL settle_start_attempt(j.event, j.job, j.worker, $4, $5, $6) AS s
+             CROSS JOIN LATERAL settle_start_attempt(j.event, j.job, j.worker, $4, $5, $6, false) AS s
              ORDER BY j.ord",
         )
         .bind(&events)
@@ -330,6 +332,7 @@ fn attempt_start(outcome: &str, attempt: i32) -> Result<AttemptStart, StoreError
     let attempts = u32::try_from(attempt).unwrap_or(0);
     match outcome {
         "run" => Ok(AttemptStart::Run { attempt: attempts }),
+        "suspect" => Ok(AttemptStart::Suspect),
         "rescued" => Ok(AttemptStart::Rescued { attempts }),
         "exhausted" => Ok(AttemptStart::Exhausted),
         "nothing_to_do" => Ok(AttemptStart::NothingToDo),

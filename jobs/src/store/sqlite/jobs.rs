@@ -27,6 +27,7 @@ impl SqliteStore {
         worker: &str,
         attempts_max: u32,
         _lock_timeout_ms: u64,
+        alone: bool,
     ) -> Result<AttemptStart, StoreError> {
         let mut tx = self.write().await?;
         let Some((status, current_job)) = event_state(&mut tx, job.event_id).await? else {
@@ -61,6 +62,17 @@ impl SqliteStore {
         } else if !died.is_empty() {
             AttemptStart::Rescued { attempts: started }
         } else {
+            let last: Option<String> = sqlx::query_scalar(
+                "SELECT outcome FROM job_attempts WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1",
+            )
+            .bind(&job.job_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .flatten();
+            if last.as_deref() == Some(AttemptOutcome::Died.as_str()) && !alone {
+                tx.commit().await?;
+                return Ok(AttemptStart::Suspect);
+            }
             let attempt = started + 1;
             sqlx::query("INSERT INTO job_attempts (event_id, job_id, attempt, worker, started_at) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .bind(job.event_id.get())

@@ -1,0 +1,62 @@
+-- A job whose last attempt died with its worker is a suspect: it may be what kills workers. Its
+-- next attempt is not started beside others: settle_start_attempt answers 'suspect' (nothing
+-- written), and the worker calls again with `alone` once nothing else of its process is in flight,
+-- so a second death takes no other job's attempt with it (otherwise a poison job's bystanders
+-- spend their attempts with its own and can reach the dead letter beside it).
+-- Otherwise as in migration 5.
+DROP FUNCTION settle_start_attempt(BIGINT, TEXT, TEXT, INTEGER, TEXT, TEXT);
+
+CREATE FUNCTION settle_start_attempt(
+    event BIGINT, job TEXT, worker TEXT, attempts_max INTEGER, lock_timeout TEXT, died_error TEXT,
+    alone BOOLEAN
+) RETURNS TABLE (outcome TEXT, attempt INTEGER) AS $$
+DECLARE
+    current_status TEXT;
+    current_job TEXT;
+    died INTEGER;
+    started INTEGER;
+    last_code TEXT;
+    last_error TEXT;
+    last_outcome TEXT;
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    SELECT e.status, e.job_id INTO current_status, current_job
+    FROM settlement_events e WHERE e.id = event FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'stray'::text, 0;
+        RETURN;
+    END IF;
+    IF current_status <> 'recorded' OR current_job <> job THEN
+        RETURN QUERY SELECT 'nothing_to_do'::text, 0;
+        RETURN;
+    END IF;
+    UPDATE job_attempts a
+    SET finished_at = now(), outcome = 'died', error_code = 'worker_died', error = died_error
+    WHERE a.job_id = job AND a.finished_at IS NULL;
+    GET DIAGNOSTICS died = ROW_COUNT;
+    SELECT coalesce(max(a.attempt), 0) INTO started FROM job_attempts a WHERE a.job_id = job;
+    IF started >= attempts_max THEN
+        SELECT a.error_code, a.error INTO last_code, last_error
+        FROM job_attempts a WHERE a.job_id = job ORDER BY a.attempt DESC LIMIT 1;
+        INSERT INTO dead_letters (event_id, job_id, error_class, error_code, last_error, attempts)
+        VALUES (event, job, 'exhausted', coalesce(last_code, 'attempts_exhausted'),
+                coalesce(last_error, 'every attempt was used'), started);
+        UPDATE settlement_events SET status = 'abandoned', status_changed_at = now()
+        WHERE id = event AND status = 'recorded';
+        RETURN QUERY SELECT 'exhausted'::text, started;
+        RETURN;
+    END IF;
+    IF died > 0 THEN
+        RETURN QUERY SELECT 'rescued'::text, started;
+        RETURN;
+    END IF;
+    SELECT a.outcome INTO last_outcome
+    FROM job_attempts a WHERE a.job_id = job ORDER BY a.attempt DESC LIMIT 1;
+    IF last_outcome = 'died' AND NOT alone THEN
+        RETURN QUERY SELECT 'suspect'::text, started;
+        RETURN;
+    END IF;
+    INSERT INTO job_attempts (event_id, job_id, attempt, worker) VALUES (event, job, started + 1, worker);
+    RETURN QUERY SELECT 'run'::text, started + 1;
+END;
+$$ LANGUAGE plpgsql;
