@@ -455,8 +455,25 @@ async fn part_ingress(levels: &[(usize, usize)], results: &mut serde_json::Map<S
     results.insert("ingress_peak_rss_mib".into(), json!(ingress_rss / 1024));
 }
 
+/// The drain's worker settings: `concurrency = 32`, `batch_size = 64` unless
+/// `BENCH_DRAIN_CONCURRENCY` / `BENCH_DRAIN_BATCH` say otherwise (the bare queue gets the same).
+fn drain_settings() -> (usize, usize) {
+    let read = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .map_or(default, |v| v.parse().expect("a positive integer"))
+    };
+    (
+        read("BENCH_DRAIN_CONCURRENCY", 32),
+        read("BENCH_DRAIN_BATCH", 64),
+    )
+}
+
 async fn part_drain(workers: &str, results: &mut serde_json::Map<String, Value>) {
-    println!("\n2. drain (PostgreSQL, {BACKLOG} recorded events)");
+    let (concurrency, batch_size) = drain_settings();
+    println!(
+        "\n2. drain (PostgreSQL, {BACKLOG} recorded events, concurrency {concurrency}, batch {batch_size})"
+    );
     let mut drains = Vec::new();
     let mut drain_rss = 0;
     for processes in [1, 2] {
@@ -474,7 +491,7 @@ async fn part_drain(workers: &str, results: &mut serde_json::Map<String, Value>)
         .expect("connect");
     store.migrate().await.expect("migrate");
     store.close().await;
-    let bare = bare_queue(&db, 64, 32).await;
+    let bare = bare_queue(&db, batch_size, concurrency).await;
     let one = drains[0]["postings_per_sec"].as_i64().unwrap_or(0);
     results.insert("drain_postgres".into(), json!(drains));
     results.insert("bare_queue_per_sec".into(), json!(bare));
@@ -528,20 +545,21 @@ async fn main() {
     // Build the release binary before any clock starts.
     tests::process::settle_binary();
     let levels = [(1, 1_000), (8, 4_000), (32, 8_000), (64, 8_000)];
-    let drain_workers = "concurrency = 32\nbatch_size = 64";
+    let (concurrency, batch_size) = drain_settings();
+    let drain_workers = format!("concurrency = {concurrency}\nbatch_size = {batch_size}");
     let mut results = serde_json::Map::new();
     results.insert("machine".into(), json!(machine));
     if wanted("ingress") {
         part_ingress(&levels, &mut results).await;
     }
     if wanted("drain") {
-        part_drain(drain_workers, &mut results).await;
+        part_drain(&drain_workers, &mut results).await;
     }
     if wanted("e2e") {
         part_end_to_end(&mut results).await;
     }
     if wanted("sqlite") {
-        part_sqlite(&levels[..3], drain_workers, &mut results).await;
+        part_sqlite(&levels[..3], &drain_workers, &mut results).await;
     }
     let text = serde_json::to_string_pretty(&Value::Object(results)).expect("json");
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");

@@ -126,6 +126,7 @@ async fn a_job_that_kills_its_worker_every_time_is_dead_lettered_and_stays_there
         json!({"attempts_max": 3, "poison_attempts": attempts_before, "worker_restarts": revived,
                "dead_lettered_after_ms": dead_lettered_ms, "waited_past_horizon_secs": wait_secs,
                "attempts_after_wait": attempts_before, "others_posted": 300 + late,
+               "other_attempts_taken_by_later_deaths": taken_along,
                "verify": "passed"}),
     );
 }
