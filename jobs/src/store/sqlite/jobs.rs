@@ -48,12 +48,14 @@ impl SqliteStore {
         .bind(DIED)
         .fetch_all(&mut *tx)
         .await?;
-        let started: i64 = sqlx::query_scalar(
-            "SELECT coalesce(max(attempt), 0) FROM job_attempts WHERE job_id = ?1",
+        // The last attempt, read once: how many have started, and how the last one ended.
+        let last: Option<(i64, Option<String>)> = sqlx::query_as(
+            "SELECT attempt, outcome FROM job_attempts WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1",
         )
         .bind(&job.job_id)
-        .fetch_one(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+        let (started, last_outcome) = last.unwrap_or((0, None));
         let started = u32::try_from(started).unwrap_or(0);
         let outcome = if started >= attempts_max {
             let (code, error) = last_error(&mut tx, &job.job_id).await?;
@@ -62,14 +64,7 @@ impl SqliteStore {
         } else if !died.is_empty() {
             AttemptStart::Rescued { attempts: started }
         } else {
-            let last: Option<String> = sqlx::query_scalar(
-                "SELECT outcome FROM job_attempts WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1",
-            )
-            .bind(&job.job_id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .flatten();
-            if last.as_deref() == Some(AttemptOutcome::Died.as_str()) && !alone {
+            if last_outcome.as_deref() == Some(AttemptOutcome::Died.as_str()) && !alone {
                 tx.commit().await?;
                 return Ok(AttemptStart::Suspect);
             }
