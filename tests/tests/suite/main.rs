@@ -12,3 +12,4 @@ mod observability;
 mod ops;
 mod posting;
 mod providers;
+mod queue;
