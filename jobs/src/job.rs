@@ -184,6 +184,27 @@ impl AttemptOutcome {
     }
 }
 
+/// The queue row states settle writes itself (apalis' vocabulary). settle, not apalis, writes
+/// how each of its jobs ended, in the transaction that decided it: a job that settled its event
+/// has its row deleted there, one that will not run again becomes `Killed`, and one that must
+/// run again later is `Pending` with a later `run_at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueStatus {
+    /// Waiting for its `run_at`; any worker may fetch it then.
+    Pending,
+    /// Nothing runs it again (dead-lettered, unreadable, or naming no event).
+    Killed,
+}
+
+impl QueueStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueStatus::Pending => "Pending",
+            QueueStatus::Killed => "Killed",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,8 +51,6 @@ backoff_max_ms = 1000
 sweep_interval_secs = 1
 sweep_grace_secs = 1
 drain_timeout_secs = 5
-# Tests count job rows after posting; the pruning tests turn pruning on.
-prune_interval_ms = 3600000
 "#;
 
 /// Which store a test runs on.
@@ -360,6 +358,23 @@ impl TestApp {
             "SELECT count(*) FROM {table} WHERE job_type = 'settle::PostSettlement'"
         ))
         .await
+    }
+
+    /// The queue row of the event's current job: `(status, unlocked, due later than now)`, or
+    /// `None` when the row is gone.
+    pub async fn job_row(&self, external_id: &str) -> Option<(String, bool, bool)> {
+        let sql = match self.backend() {
+            Backend::Postgres => {
+                "SELECT j.status, j.lock_by IS NULL, j.run_at > now() FROM apalis.jobs j
+                 JOIN settlement_events e ON e.job_id = j.id WHERE e.external_id = $1"
+            }
+            Backend::Sqlite => {
+                "SELECT j.status, j.lock_by IS NULL, j.run_at > CAST(strftime('%s', 'now') AS INTEGER)
+                 FROM Jobs j JOIN settlement_events e ON e.job_id = j.id WHERE e.external_id = $1"
+            }
+        };
+        on_pool!(self, pool => sqlx::query_as(sql).bind(external_id).fetch_optional(pool).await)
+            .expect("job row")
     }
 
     /// Stops the app, waits for it to finish, and hands back its database.

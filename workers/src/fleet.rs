@@ -160,6 +160,7 @@ impl Workers {
                     .backend($backend)
                     .concurrency(settings.concurrency)
                     .data(self.runner.clone())
+                    .data(shutdown.clone())
                     .build(handle)
                     .run_until(stopped)
                     .await
@@ -172,7 +173,9 @@ impl Workers {
                         .queue(POST_SETTLEMENT_QUEUE)
                         .batch_size(settings.batch_size)
                         .heartbeat_interval(heartbeat)
-                        .missed_heartbeats(settings.missed_heartbeats);
+                        .missed_heartbeats(settings.missed_heartbeats)
+                        .lock_tasks(false)
+                        .persist_results(false);
                     let storage = PostgresStorage::<JobPayload>::new(&pool).with_config(config);
                     let pubsub = Pubsub::new(pool.clone(), POST_SETTLEMENT_QUEUE.to_owned());
                     run!(PollWith::new(storage, NotifyOrTick::pubsub(pubsub, poll)))
@@ -185,7 +188,9 @@ impl Workers {
                         .queue(POST_SETTLEMENT_QUEUE)
                         .batch_size(settings.batch_size)
                         .heartbeat_interval(heartbeat)
-                        .missed_heartbeats(settings.missed_heartbeats);
+                        .missed_heartbeats(settings.missed_heartbeats)
+                        .lock_tasks(false)
+                        .persist_results(false);
                     let storage = SqliteStorage::<JobPayload>::new(&pool).with_config(config);
                     run!(PollWith::new(
                         storage,
@@ -210,9 +215,10 @@ async fn handle(
     task_id: TaskId,
     worker: WorkerContext,
     runner: Data<Arc<Runner>>,
+    shutdown: Data<CancellationToken>,
 ) -> Result<(), BoxDynError> {
     runner
-        .run(payload, task_id.to_string(), worker.name())
+        .run(payload, task_id.to_string(), worker.name(), &shutdown)
         .await
 }
 
@@ -236,25 +242,13 @@ fn restart_pause(failures: u32, max: Duration) -> Duration {
         .min(max)
 }
 
-/// Finished job rows deleted per statement.
-const PRUNE_BATCH_MAX: u32 = 5_000;
-
 /// Re-enqueues recorded events left without a live job (a backstop, idempotent, safe to run
-/// from every process), and deletes finished job rows.
+/// from every process).
 async fn sweep_loop(store: Store, settings: WorkerSettings, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(settings.sweep_interval_secs));
-    // The first pruning comes one interval after the start, not at once.
-    let prune_every = Duration::from_millis(settings.prune_interval_ms);
-    let mut prune =
-        tokio::time::interval_at(tokio::time::Instant::now() + prune_every, prune_every);
-    prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = prune.tick() => {
-                prune_finished_jobs(&store).await;
-                continue;
-            }
             _ = shutdown.cancelled() => return,
         }
         match store
@@ -267,19 +261,6 @@ async fn sweep_loop(store: Store, settings: WorkerSettings, shutdown: Cancellati
                 warn!(count, "sweep re-enqueued stranded events");
             }
             Err(error) => warn!(%error, "sweep failed"),
-        }
-    }
-}
-
-async fn prune_finished_jobs(store: &Store) {
-    loop {
-        match store.prune_finished_jobs(PRUNE_BATCH_MAX).await {
-            Ok(count) if count < u64::from(PRUNE_BATCH_MAX) => return,
-            Ok(_) => {}
-            Err(error) => {
-                warn!(%error, "pruning finished jobs failed");
-                return;
-            }
         }
     }
 }

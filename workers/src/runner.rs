@@ -1,10 +1,12 @@
 //! What a worker does with one `PostSettlement` job: start an attempt (committed before any
 //! work), post, and on failure let the retry policy decide between a scheduled retry and the
-//! dead letter. apalis only ever learns "done", "try again when due" or "killed".
+//! dead letter. How the job ended is written by the store in the transaction that decided it
+//! (its queue row deleted, killed, or due again later); apalis persists nothing of it.
 
 use std::time::Duration;
 
 use tokio::sync::RwLock;
+use tokio_util::sync::CancellationToken;
 
 use apalis_core::error::{AbortError, BoxDynError};
 use jobs::job::{AttemptStart, FailureDecision, JobPayload, JobRef, Posted};
@@ -16,9 +18,11 @@ use crate::group::GroupCommit;
 use crate::retry::RetryPolicy;
 use crate::settings::WorkerSettings;
 
-/// After a store failure outside an attempt, pause before giving the job back, so a flapping
-/// database is not hammered by immediate refetches.
+/// After a store failure, the job is given back to the queue due this much later (so a flapping
+/// database is not hammered by immediate refetches); giving it back is tried again with this
+/// pause, doubling up to [`STORE_FAILURE_PAUSE_MAX`], until it works or the worker stops.
 const STORE_FAILURE_PAUSE: Duration = Duration::from_millis(500);
+const STORE_FAILURE_PAUSE_MAX: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
 pub(crate) struct Runner {
@@ -33,14 +37,15 @@ pub(crate) struct Runner {
     chaos: Chaos,
 }
 
-/// How one run of a job ends, as apalis will be told.
+/// How one run of a job ended (the store has written it already, except after a store
+/// failure).
 #[derive(Debug)]
 enum Finish {
-    /// Posted, or nothing left to do: apalis marks the job done.
+    /// Posted, or nothing left to do: the job's row is gone.
     Done,
-    /// Dead-lettered or stray: apalis marks the job killed; nothing runs it again by itself.
+    /// Dead-lettered or stray: the job is killed; nothing runs it again by itself.
     Kill(&'static str),
-    /// Not finished: apalis keeps the job and fetches it again once its `run_at` is due.
+    /// Not finished: the job is due again later, and any worker may fetch it then.
     HandBack(Handback),
 }
 
@@ -89,19 +94,22 @@ impl Runner {
         }
     }
 
-    /// Runs one job and tells apalis how it ended: `Ok` = done, `AbortError` = killed for good,
-    /// any other error = fetch it again once due.
+    /// Runs one job. The answer is for apalis' logs only (`Ok` = done, `AbortError` = killed,
+    /// any other error = due again later): the store has written the job's end already. After
+    /// a store failure the job is given back here, retried until it works or `shutdown`; a job
+    /// left behind at shutdown is rescued by the other workers once this one's heartbeat stops.
     pub(crate) async fn run(
         &self,
         payload: JobPayload,
         job_id: String,
         worker: &str,
+        shutdown: &CancellationToken,
     ) -> Result<(), BoxDynError> {
         let started = std::time::Instant::now();
         let finish = match payload {
             JobPayload::Post(post) => {
                 let job = JobRef {
-                    job_id,
+                    job_id: job_id.clone(),
                     event_id: post.event_id,
                 };
                 self.attempt(&job, worker).await
@@ -113,8 +121,8 @@ impl Runner {
             Finish::Done => Ok(()),
             Finish::Kill(reason) => Err(AbortError::new(reason).into()),
             Finish::HandBack(Handback::Store(error)) => {
-                warn!(%error, "store failed; the job will be fetched again");
-                tokio::time::sleep(STORE_FAILURE_PAUSE).await;
+                warn!(%error, "store failed; giving the job back to the queue");
+                self.give_back(&job_id, shutdown).await;
                 Err(Handback::Store(error).into())
             }
             Finish::HandBack(handback) => Err(handback.into()),
@@ -222,6 +230,24 @@ impl Runner {
                 count("dead_lettered");
                 Finish::Kill("dead-lettered")
             }
+        }
+    }
+
+    /// Makes the job due again after [`STORE_FAILURE_PAUSE`], trying until the store answers or
+    /// the worker stops.
+    async fn give_back(&self, job_id: &str, shutdown: &CancellationToken) {
+        let mut pause = STORE_FAILURE_PAUSE;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            let delay_ms = u64::try_from(STORE_FAILURE_PAUSE.as_millis()).unwrap_or(u64::MAX);
+            match self.store.retry_later(job_id, delay_ms).await {
+                Ok(()) => return,
+                Err(error) => warn!(job_id, %error, "could not give the job back yet"),
+            }
+            pause = (pause * 2).min(STORE_FAILURE_PAUSE_MAX);
         }
     }
 

@@ -28,9 +28,6 @@ pub struct WorkerSettings {
     pub sweep_interval_secs: u64,
     pub sweep_grace_secs: u64,
     pub sweep_batch_max: u32,
-    /// How often finished (`Done`) job rows are deleted. Their history is in `job_attempts`;
-    /// left in place they slow the queue's fetch and acknowledgement queries.
-    pub prune_interval_ms: u64,
     /// On SIGTERM: how long in-flight jobs get to finish.
     pub drain_timeout_secs: u64,
     /// How long a posting transaction waits for a row lock before failing transiently.
@@ -54,7 +51,6 @@ impl Default for WorkerSettings {
             sweep_interval_secs: 30,
             sweep_grace_secs: 60,
             sweep_batch_max: 1_000,
-            prune_interval_ms: 1_000,
             drain_timeout_secs: 30,
             lock_timeout_ms: 5_000,
             restart_backoff_max_ms: 30_000,
@@ -75,7 +71,6 @@ impl WorkerSettings {
             ("poll_interval_ms", self.poll_interval_ms),
             ("sweep_interval_secs", self.sweep_interval_secs),
             ("sweep_batch_max", u64::from(self.sweep_batch_max)),
-            ("prune_interval_ms", self.prune_interval_ms),
         ];
         for (name, value) in positive {
             if value == 0 {

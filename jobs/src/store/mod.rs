@@ -295,13 +295,6 @@ impl Store {
         on_backend!(self, store => store.sweep(grace_secs, batch_max).await)
     }
 
-    /// Deletes finished (`Done`) rows of the posting queue, up to `batch_max`; returns how many.
-    /// Nothing reads them: an attempt's history is in `job_attempts`, and an event whose job row
-    /// is gone is treated like one whose job is done.
-    pub async fn prune_finished_jobs(&self, batch_max: u32) -> Result<u64, StoreError> {
-        on_backend!(self, store => store.prune_finished_jobs(batch_max).await)
-    }
-
     /// The provider's id of an event (for logs and fault injection).
     pub async fn external_id(&self, event_id: EventId) -> Result<Option<String>, StoreError> {
         on_backend!(self, store => store.external_id(event_id).await)

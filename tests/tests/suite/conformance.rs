@@ -36,7 +36,7 @@ conformance!(
     requeue_and_discard_are_audited_idempotent_transitions,
     balances_journal_and_reconciliation_read_the_same,
     a_restart_keeps_everything,
-    finished_job_rows_are_pruned,
+    each_job_ends_in_the_transaction_that_decides_it,
     a_job_whose_attempt_died_starts_again_only_alone,
 );
 
@@ -90,9 +90,14 @@ async fn new_duplicate_and_conflicting_deliveries(backend: Backend) {
         1,
         "identical conflicting deliveries collapse"
     );
-    assert_eq!(app.jobs().await, 1);
     app.wait_settled(30).await;
     assert_eq!(app.scalar("SELECT count(*) FROM journal_entries").await, 1);
+    assert_eq!(
+        app.scalar("SELECT count(DISTINCT job_id) FROM job_attempts")
+            .await,
+        1,
+        "one job for the one event"
+    );
     assert!(app.failed_invariants().await.is_empty());
 }
 
@@ -123,7 +128,15 @@ async fn concurrent_identical_deliveries_record_once(backend: Backend) {
         .collect();
     assert_eq!(ids.len(), 1);
     assert_eq!(app.count("settlement_events").await, 1);
-    assert_eq!(app.jobs().await, 1);
+    app.wait_settled(30).await;
+    assert_eq!(
+        app.scalar("SELECT count(DISTINCT job_id) FROM job_attempts")
+            .await,
+        1,
+        "one job was made for the event"
+    );
+    assert_eq!(app.count("journal_entries").await, 1);
+    assert_eq!(app.jobs().await, 0, "its row went with its posting");
 }
 
 async fn invalid_facts_are_recorded_and_dead_lettered(backend: Backend) {
@@ -444,31 +457,59 @@ async fn a_restart_keeps_everything(backend: Backend) {
     assert!(app.failed_invariants().await.is_empty());
 }
 
-async fn finished_job_rows_are_pruned(backend: Backend) {
+/// settle writes how each job ended in the transaction that decided it: a posted job's queue row
+/// is gone, a dead-lettered job's row is killed, and a job waiting for its retry is due again
+/// later, fetchable by any worker.
+async fn each_job_ends_in_the_transaction_that_decides_it(backend: Backend) {
     let app = spawn(AppOptions {
-        workers: FAST_WORKERS.replace("prune_interval_ms = 3600000", "prune_interval_ms = 100"),
+        workers: FAST_WORKERS
+            .replace("backoff_base_ms = 100", "backoff_base_ms = 3000")
+            .replace("backoff_max_ms = 1000", "backoff_max_ms = 3000")
+            + "\nattempts_max = 2",
         ..AppOptions::on(backend)
     })
     .await;
-    for n in 1..=3 {
-        let body = charge(&format!("ch_{n}"), "100.00", "3.20", "96.80");
-        assert_eq!(deliver(&app, &format!("msg_{n}"), &body).await.0, 200);
-    }
-    app.wait_settled(30).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while app.jobs().await > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "finished job rows were not pruned"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert_eq!(app.count("journal_entries").await, 3);
+    let ok = charge("ch_1", "100.00", "3.20", "96.80");
+    assert_eq!(deliver(&app, "msg_ok", &ok).await.0, 200);
+    let bad = charge("ch_2", "1.00", "0.10", "0.50");
+    assert_eq!(deliver(&app, "msg_bad", &bad).await.0, 200);
+    let wait = payout("payout_failed", "po_never", "7.00");
+    assert_eq!(deliver(&app, "msg_wait", &wait).await.0, 200);
+    app.wait_for(
+        "the payout failure to wait for its retry",
+        30,
+        "SELECT EXISTS (SELECT 1 FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id
+                        WHERE e.external_id = 'msg_wait' AND a.outcome = 'transient')",
+    )
+    .await;
+    let (status, unlocked, later) = app.job_row("msg_wait").await.expect("a waiting job row");
     assert_eq!(
-        app.scalar("SELECT count(*) FROM settlement_events WHERE status = 'posted'")
-            .await,
-        3
+        (status.as_str(), unlocked, later),
+        ("Pending", true, true),
+        "a job waiting for its retry is pending, unlocked, due later"
     );
+    app.wait_settled(30).await;
+    assert_eq!(app.event_state("msg_ok").await, ("posted".into(), None));
+    assert_eq!(
+        app.job_row("msg_ok").await,
+        None,
+        "a posted job's row is gone"
+    );
+    for (id, code) in [
+        ("msg_bad", "invalid_facts"),
+        ("msg_wait", "dependency_not_ready"),
+    ] {
+        assert_eq!(
+            app.event_state(id).await,
+            ("abandoned".into(), Some(code.into()))
+        );
+        let (status, ..) = app
+            .job_row(id)
+            .await
+            .expect("a dead-lettered job's row is kept");
+        assert_eq!(status, "Killed", "{id}");
+    }
+    assert_eq!(app.jobs().await, 2, "only the two killed rows are left");
     assert!(app.failed_invariants().await.is_empty());
 }
 

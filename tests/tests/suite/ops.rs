@@ -102,14 +102,20 @@ async fn requeue_pressed_twice_at_once_yields_one_job_and_one_entry() {
     changed.sort();
     assert_eq!(changed, [Some(false), Some(true)], "one requeue, one no-op");
     app.wait_settled(30).await;
-    let jobs: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM apalis.jobs j WHERE convert_from(j.job, 'UTF8')::jsonb->>'event_id' =
-             (SELECT id::text FROM settlement_events WHERE external_id = 'msg_failed')",
+    let jobs: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT a.job_id, j.status FROM (SELECT DISTINCT job_id FROM job_attempts WHERE event_id =
+                 (SELECT id FROM settlement_events WHERE external_id = 'msg_failed')) a
+         LEFT JOIN apalis.jobs j ON j.id = a.job_id ORDER BY a.job_id",
     )
-    .fetch_one(app.pg())
+    .fetch_all(app.pg())
     .await
     .expect("jobs");
-    assert_eq!(jobs, 2, "the original job and exactly one fresh one");
+    let statuses: Vec<Option<&str>> = jobs.iter().map(|(_, s)| s.as_deref()).collect();
+    assert_eq!(
+        statuses,
+        [Some("Killed"), None],
+        "the original job (killed, kept) and exactly one fresh one (posted, its row gone)"
+    );
     assert_eq!(app.count("journal_entries").await, 2);
     assert_eq!(
         audit_rows(&app).await.len(),

@@ -11,7 +11,7 @@ use crate::event::{Kind, SettlementEvent};
 use crate::ids::{EventId, SourceName};
 use crate::job::{
     AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, POST_SETTLEMENT_QUEUE,
-    PostError, Posted,
+    PostError, Posted, QueueStatus,
 };
 use crate::money::Currency;
 use crate::posting::{self, EntryDraft, Line, PostingRules};
@@ -125,8 +125,7 @@ impl PgStore {
         rules: &PostingRules,
         lock_timeout_ms: u64,
     ) -> Result<Posted, PostError> {
-        let mut tx = self.pool.begin().await.map_err(StoreError::from)?;
-        set_lock_timeout(&mut tx, lock_timeout_ms).await?;
+        let mut tx = begin_with_lock_timeout(&self.pool, lock_timeout_ms).await?;
         let mut rows = lock_events(&mut tx, &[job.event_id.get()]).await?;
         let Some(row) = rows.pop() else {
             return Err(missing_event(job));
@@ -167,33 +166,71 @@ impl PgStore {
         results
     }
 
+    /// The group's transaction: the events locked at once, every new entry written by one
+    /// statement, then one by one what needs more than that (an event settled already, a payout
+    /// failure's reversal, a source key already taken), in the group's order.
     async fn post_together(
         &self,
         posts: &[(JobRef, u32)],
         rules: &PostingRules,
         lock_timeout_ms: u64,
     ) -> Result<Vec<Result<Posted, PostError>>, PostError> {
-        let mut tx = self.pool.begin().await.map_err(StoreError::from)?;
-        set_lock_timeout(&mut tx, lock_timeout_ms).await?;
+        let mut tx = begin_with_lock_timeout(&self.pool, lock_timeout_ms).await?;
         let ids: Vec<i64> = posts.iter().map(|(job, _)| job.event_id.get()).collect();
         let rows: std::collections::HashMap<i64, EventRow> = lock_events(&mut tx, &ids)
             .await?
             .into_iter()
             .map(|row| (row.id, row))
             .collect();
-        let mut results = Vec::with_capacity(posts.len());
-        for (job, attempt) in posts {
-            let result = match rows.get(&job.event_id.get()) {
-                None => Err(missing_event(job)),
-                Some(row) => match post_locked(&mut tx, job, *attempt, row, rules).await? {
+        let mut results: Vec<Option<Result<Posted, PostError>>> =
+            (0..posts.len()).map(|_| None).collect();
+        let mut fresh = Vec::new();
+        let mut one_by_one = Vec::new();
+        for (i, (job, _)) in posts.iter().enumerate() {
+            let Some(row) = rows.get(&job.event_id.get()) else {
+                results[i] = Some(Err(missing_event(job)));
+                continue;
+            };
+            match prepare(job, row, rules) {
+                Prepared::Refused(error) => results[i] = Some(Err(error)),
+                Prepared::Ready(ready) if ready.event.kind() != Kind::PayoutFailed => {
+                    match ready.balanced() {
+                        Ok(()) => fresh.push((i, ready)),
+                        Err(error) => results[i] = Some(Err(error)),
+                    }
+                }
+                Prepared::Ready(_) | Prepared::Settled => one_by_one.push(i),
+            }
+        }
+        let postings: Vec<Posting<'_>> = fresh
+            .iter()
+            .map(|(i, ready)| ready.posting(&posts[*i].0, posts[*i].1, None))
+            .collect();
+        let entries = insert_postings(&mut tx, &postings).await?;
+        for (i, ready) in &fresh {
+            match entries.get(&posts[*i].0.event_id.get()) {
+                Some(&entry_id) => {
+                    results[*i] = Some(Ok(Posted::New {
+                        entry_id,
+                        received_at: ready.received_at,
+                    }))
+                }
+                None => one_by_one.push(*i),
+            }
+        }
+        one_by_one.sort_unstable();
+        for i in one_by_one {
+            let (job, attempt) = &posts[i];
+            let row = &rows[&job.event_id.get()];
+            results[i] = Some(
+                match post_locked(&mut tx, job, *attempt, row, rules).await? {
                     Locked::Posted(posted) => Ok(posted),
                     Locked::Refused(error) => Err(error),
                 },
-            };
-            results.push(result);
+            );
         }
         tx.commit().await.map_err(StoreError::from)?;
-        Ok(results)
+        Ok(results.into_iter().flatten().collect())
     }
 
     pub(in crate::store) async fn fail_attempt(
@@ -229,6 +266,7 @@ impl PgStore {
                     )
                     .await?;
                 }
+                kill_job(&mut tx, &job.job_id).await?;
             }
         }
         tx.commit().await?;
@@ -257,6 +295,7 @@ impl PgStore {
         .bind(EventStatus::Recorded.as_str())
         .fetch_optional(&mut *tx)
         .await?;
+        kill_job(&mut tx, job_id).await?;
         let Some(event_id) = event.map(EventId::new) else {
             tx.commit().await?;
             return Ok(None);
@@ -304,22 +343,6 @@ impl PgStore {
         let count = enqueue_fresh_jobs(&mut tx, &stranded).await?;
         tx.commit().await?;
         Ok(count)
-    }
-
-    pub(in crate::store) async fn prune_finished_jobs(
-        &self,
-        batch_max: u32,
-    ) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "DELETE FROM apalis.jobs WHERE id IN (
-                 SELECT id FROM apalis.jobs WHERE job_type = $1 AND status = 'Done'
-                 LIMIT $2 FOR UPDATE SKIP LOCKED)",
-        )
-        .bind(POST_SETTLEMENT_QUEUE)
-        .bind(i64::from(batch_max))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
     }
 }
 
@@ -398,27 +421,58 @@ enum Locked {
     Refused(PostError),
 }
 
-/// The posting of one event whose row the caller's transaction holds locked: settled already,
-/// invalid, a new entry, a replay of the same entry, or a replay conflict.
-async fn post_locked(
-    tx: &mut PgConnection,
-    job: &JobRef,
-    attempt: u32,
-    row: &EventRow,
-    rules: &PostingRules,
-) -> Result<Locked, PostError> {
+/// What a locked event row says about posting it, before anything is written.
+enum Prepared {
+    /// Posted or closed already, or no longer waiting for this job.
+    Settled,
+    /// Refused for the event's own reason (invalid or unreadable facts).
+    Refused(PostError),
+    Ready(Box<Ready>),
+}
+
+/// An event ready to post: its facts read and its entry drafted by the posting rules.
+struct Ready {
+    source: SourceName,
+    event: SettlementEvent,
+    draft: EntryDraft,
+    fingerprint: String,
+    received_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Ready {
+    fn balanced(&self) -> Result<(), PostError> {
+        if self.draft.is_balanced() {
+            Ok(())
+        } else {
+            Err(PostError::Unbalanced(self.draft.source_key.clone()))
+        }
+    }
+
+    fn posting<'a>(&'a self, job: &'a JobRef, attempt: u32, reverses: Option<i64>) -> Posting<'a> {
+        Posting {
+            job,
+            attempt,
+            source: &self.source,
+            event: &self.event,
+            draft: &self.draft,
+            fingerprint: &self.fingerprint,
+            reverses,
+        }
+    }
+}
+
+fn prepare(job: &JobRef, row: &EventRow, rules: &PostingRules) -> Prepared {
     if row.status != EventStatus::Recorded.as_str() || row.job_id != job.job_id {
-        finish_attempt(tx, job, attempt, AttemptOutcome::Settled, None).await?;
-        return Ok(Locked::Posted(Posted::AlreadySettled));
+        return Prepared::Settled;
     }
     if let Some(error) = &row.validation_error {
-        return Ok(Locked::Refused(PostError::InvalidFacts(error.clone())));
+        return Prepared::Refused(PostError::InvalidFacts(error.clone()));
     }
     let Some(facts) = &row.facts else {
-        return Ok(Locked::Refused(PostError::CorruptEvent(format!(
+        return Prepared::Refused(PostError::CorruptEvent(format!(
             "event {} has neither facts nor a validation error",
             row.id
-        ))));
+        )));
     };
     let parsed = SettlementEvent::from_stored(facts)
         .map_err(|e| e.to_string())
@@ -429,11 +483,39 @@ async fn post_locked(
         });
     let (event, source) = match parsed {
         Ok(parsed) => parsed,
-        Err(error) => return Ok(Locked::Refused(PostError::CorruptEvent(error))),
+        Err(error) => return Prepared::Refused(PostError::CorruptEvent(error)),
     };
-    let mut draft = posting::draft(&source, &event, &rules.accounts(&source));
-    let reverses = if event.kind() == Kind::PayoutFailed {
-        match reverse_payout(tx, &source, &event, &mut draft).await {
+    let draft = posting::draft(&source, &event, &rules.accounts(&source));
+    let fingerprint = event.fingerprint().to_hex();
+    Prepared::Ready(Box::new(Ready {
+        source,
+        event,
+        draft,
+        fingerprint,
+        received_at: row.received_at,
+    }))
+}
+
+/// The posting of one event whose row the caller's transaction holds locked: settled already,
+/// invalid, a new entry, a replay of the same entry, or a replay conflict.
+async fn post_locked(
+    tx: &mut PgConnection,
+    job: &JobRef,
+    attempt: u32,
+    row: &EventRow,
+    rules: &PostingRules,
+) -> Result<Locked, PostError> {
+    let mut ready = match prepare(job, row, rules) {
+        Prepared::Settled => {
+            finish_attempt(tx, job, attempt, AttemptOutcome::Settled, None).await?;
+            complete_job(tx, &job.job_id).await?;
+            return Ok(Locked::Posted(Posted::AlreadySettled));
+        }
+        Prepared::Refused(error) => return Ok(Locked::Refused(error)),
+        Prepared::Ready(ready) => ready,
+    };
+    let reverses = if ready.event.kind() == Kind::PayoutFailed {
+        match reverse_payout(tx, &ready.source, &ready.event, &mut ready.draft).await {
             Ok(paid_id) => Some(paid_id),
             Err(PostError::Store(error)) => return Err(PostError::Store(error)),
             Err(refused) => return Ok(Locked::Refused(refused)),
@@ -441,36 +523,27 @@ async fn post_locked(
     } else {
         None
     };
-    if !draft.is_balanced() {
-        return Ok(Locked::Refused(PostError::Unbalanced(draft.source_key)));
+    if let Err(refused) = ready.balanced() {
+        return Ok(Locked::Refused(refused));
     }
-    let fingerprint = event.fingerprint().to_hex();
-    let posting = Posting {
-        job,
-        attempt,
-        source: &source,
-        event: &event,
-        draft: &draft,
-        fingerprint: &fingerprint,
-        reverses,
-    };
     // Any error here came from the database (the transaction is aborted).
-    if let Some(entry_id) = insert_posting(tx, &posting).await? {
+    let entries = insert_postings(tx, &[ready.posting(job, attempt, reverses)]).await?;
+    if let Some(&entry_id) = entries.get(&job.event_id.get()) {
         return Ok(Locked::Posted(Posted::New {
             entry_id,
-            received_at: row.received_at,
+            received_at: ready.received_at,
         }));
     }
     // The source key is taken: the same facts replayed (or a conflicting replay).
     let (entry_id, stored): (i64, String) =
         sqlx::query_as("SELECT id, request_fingerprint FROM journal_entries WHERE source_key = $1")
-            .bind(&draft.source_key)
+            .bind(&ready.draft.source_key)
             .fetch_one(&mut *tx)
             .await
             .map_err(StoreError::from)?;
-    if stored != fingerprint {
+    if stored != ready.fingerprint {
         return Ok(Locked::Refused(PostError::SourceReplayConflict {
-            source_key: draft.source_key,
+            source_key: ready.draft.source_key,
         }));
     }
     set_event_status(
@@ -482,9 +555,10 @@ async fn post_locked(
     )
     .await?;
     finish_attempt(tx, job, attempt, AttemptOutcome::Posted, None).await?;
+    complete_job(tx, &job.job_id).await?;
     Ok(Locked::Posted(Posted::Replayed {
         entry_id,
-        received_at: row.received_at,
+        received_at: ready.received_at,
     }))
 }
 
@@ -549,13 +623,17 @@ pub(super) async fn set_event_status(
     }
 }
 
-/// For the rest of the transaction, waiting longer than this for a lock fails (transiently).
-async fn set_lock_timeout(conn: &mut PgConnection, lock_timeout_ms: u64) -> Result<(), StoreError> {
-    sqlx::query("SELECT set_config('lock_timeout', $1, true)")
-        .bind(format!("{lock_timeout_ms}ms"))
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
+/// Begins a transaction in which waiting longer than `lock_timeout_ms` for a lock fails
+/// (transiently); one round trip.
+async fn begin_with_lock_timeout(
+    pool: &sqlx::PgPool,
+    lock_timeout_ms: u64,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, StoreError> {
+    Ok(pool
+        .begin_with(sqlx::AssertSqlSafe(format!(
+            "BEGIN; SET LOCAL lock_timeout = '{lock_timeout_ms}ms'"
+        )))
+        .await?)
 }
 
 /// Locks the event row; `None` when it does not exist.
@@ -628,18 +706,43 @@ async fn finish_attempt(
     Ok(())
 }
 
+/// Gives the job back to the queue, due in `delay_ms` (any worker may fetch it then). A killed
+/// job stays killed, and a job whose row is gone (done) stays gone.
 async fn retry_later(
     conn: &mut PgConnection,
     job_id: &str,
     delay_ms: u64,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE apalis.jobs SET run_at = now() + $2 * interval '1 millisecond' WHERE id = $1",
+        "UPDATE apalis.jobs
+         SET status = $3, run_at = now() + $2 * interval '1 millisecond', lock_by = NULL, lock_at = NULL
+         WHERE id = $1 AND status <> $4",
     )
     .bind(job_id)
     .bind(i64::try_from(delay_ms).unwrap_or(i64::MAX))
+    .bind(QueueStatus::Pending.as_str())
+    .bind(QueueStatus::Killed.as_str())
     .execute(&mut *conn)
     .await?;
+    Ok(())
+}
+
+/// The job settled its event: its queue row goes, in the transaction that settled it.
+async fn complete_job(conn: &mut PgConnection, job_id: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM apalis.jobs WHERE id = $1")
+        .bind(job_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Nothing runs the job again: its row is kept, `Killed`.
+async fn kill_job(conn: &mut PgConnection, job_id: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE apalis.jobs SET status = $2, done_at = now() WHERE id = $1")
+        .bind(job_id)
+        .bind(QueueStatus::Killed.as_str())
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
@@ -717,59 +820,109 @@ struct Posting<'a> {
     reverses: Option<i64>,
 }
 
-/// In one statement: inserts the entry and its lines, points the (locked, still recorded) event
-/// at it as posted, and finishes the attempt as posted. `None`, with nothing written, when the
-/// source key already exists.
-async fn insert_posting(
+/// In one statement, for events whose rows the caller's transaction holds locked (still
+/// recorded, each at most once): inserts each entry and its lines, points each event at its
+/// entry as posted, finishes each attempt as posted, and deletes each job's queue row. A
+/// posting whose source key is taken (by an earlier entry, or by an earlier posting of the same
+/// call) writes nothing at all. Answers the new entries' ids by event id.
+async fn insert_postings(
     conn: &mut PgConnection,
-    posting: &Posting<'_>,
-) -> Result<Option<i64>, PostError> {
-    let Posting {
-        job,
-        attempt,
-        source,
-        event,
-        draft,
-        fingerprint,
-        reverses,
-    } = *posting;
-    let line_nos: Vec<i32> = (1..=draft.lines.len() as i32).collect();
-    let accounts: Vec<&str> = draft.lines.iter().map(|l| l.account.as_str()).collect();
-    let currencies: Vec<&str> = draft.lines.iter().map(|l| l.currency.code()).collect();
-    let amounts: Vec<Decimal> = draft.lines.iter().map(|l| l.amount).collect();
-    let inserted: Option<(i64, i64)> = sqlx::query_as(
-        "WITH entry AS (
+    postings: &[Posting<'_>],
+) -> Result<std::collections::HashMap<i64, i64>, PostError> {
+    if postings.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let event_ids: Vec<i64> = postings.iter().map(|p| p.job.event_id.get()).collect();
+    let job_ids: Vec<&str> = postings.iter().map(|p| p.job.job_id.as_str()).collect();
+    let source_keys: Vec<&str> = postings
+        .iter()
+        .map(|p| p.draft.source_key.as_str())
+        .collect();
+    let sources: Vec<&str> = postings.iter().map(|p| p.source.as_str()).collect();
+    let kinds: Vec<&str> = postings.iter().map(|p| p.event.kind().as_str()).collect();
+    let movement_ids: Vec<&str> = postings
+        .iter()
+        .map(|p| p.event.movement_id().as_str())
+        .collect();
+    let fingerprints: Vec<&str> = postings.iter().map(|p| p.fingerprint).collect();
+    let descriptions: Vec<&str> = postings
+        .iter()
+        .map(|p| p.draft.description.as_str())
+        .collect();
+    let attempts: Vec<i32> = postings.iter().map(|p| p.attempt as i32).collect();
+    let payout_ids: Vec<Option<&str>> = postings
+        .iter()
+        .map(|p| p.event.payout_id().map(|id| id.as_str()))
+        .collect();
+    let references: Vec<Option<&str>> = postings
+        .iter()
+        .map(|p| p.event.reference().map(|r| r.as_str()))
+        .collect();
+    let dates: Vec<chrono::NaiveDate> = postings.iter().map(|p| p.draft.effective_date).collect();
+    let reverses: Vec<Option<i64>> = postings.iter().map(|p| p.reverses).collect();
+    let lines = postings
+        .iter()
+        .flat_map(|p| p.draft.lines.iter().zip(1..).map(move |(l, n)| (p, l, n)));
+    let (mut line_events, mut line_nos, mut accounts, mut currencies, mut amounts) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (posting, line, line_no) in lines {
+        line_events.push(posting.job.event_id.get());
+        line_nos.push(line_no);
+        accounts.push(line.account.as_str());
+        currencies.push(line.currency.code());
+        amounts.push(line.amount);
+    }
+    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "WITH input AS (
+             SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::text[],
+                                  $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+                                  $11::date[], $12::text[], $13::bigint[])
+                 WITH ORDINALITY AS i(event_id, job_id, attempt, source_key, source, kind, movement_id,
+                                      payout_id, reference, fingerprint, effective_date, description,
+                                      reverses, ord)
+         ), entry AS (
              INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, payout_id, reference,
                                           request_fingerprint, effective_date, description, reverses_entry_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             SELECT source_key, event_id, source, kind, movement_id, payout_id, reference,
+                    fingerprint, effective_date, description, reverses
+             FROM input ORDER BY ord
              ON CONFLICT (source_key) DO NOTHING
-             RETURNING id
+             RETURNING id, event_id
+         ), posting AS (
+             SELECT entry.id AS entry_id, input.* FROM entry JOIN input USING (event_id)
          ), lines AS (
              INSERT INTO journal_lines (entry_id, line_no, account, currency, amount)
-             SELECT entry.id, line.* FROM entry,
-                    unnest($12::int[], $13::text[], $14::text[], $15::numeric[]) AS line
+             SELECT posting.entry_id, line.line_no, line.account, line.currency, line.amount
+             FROM unnest($14::bigint[], $15::int[], $16::text[], $17::text[], $18::numeric[])
+                  AS line(event_id, line_no, account, currency, amount)
+             JOIN posting USING (event_id)
          ), posted AS (
              UPDATE settlement_events e
-             SET status = $16, status_changed_at = now(), posted_entry_id = entry.id
-             FROM entry WHERE e.id = $2 AND e.status = $17
+             SET status = $19, status_changed_at = now(), posted_entry_id = posting.entry_id
+             FROM posting WHERE e.id = posting.event_id AND e.status = $20
              RETURNING e.id
          ), finished AS (
-             UPDATE job_attempts a SET finished_at = now(), outcome = $18
-             FROM entry WHERE a.job_id = $19 AND a.attempt = $20
+             UPDATE job_attempts a SET finished_at = now(), outcome = $21
+             FROM posting WHERE a.job_id = posting.job_id AND a.attempt = posting.attempt
+         ), done AS (
+             DELETE FROM apalis.jobs j USING posting WHERE j.id = posting.job_id
          )
-         SELECT entry.id, (SELECT count(*) FROM posted) FROM entry",
+         SELECT event_id, entry_id, (SELECT count(*) FROM posted) FROM posting",
     )
-    .bind(&draft.source_key)
-    .bind(job.event_id.get())
-    .bind(source.as_str())
-    .bind(event.kind().as_str())
-    .bind(event.movement_id().as_str())
-    .bind(event.payout_id().map(|p| p.as_str()))
-    .bind(event.reference().map(|r| r.as_str()))
-    .bind(fingerprint)
-    .bind(draft.effective_date)
-    .bind(&draft.description)
-    .bind(reverses)
+    .bind(&event_ids)
+    .bind(&job_ids)
+    .bind(&attempts)
+    .bind(&source_keys)
+    .bind(&sources)
+    .bind(&kinds)
+    .bind(&movement_ids)
+    .bind(&payout_ids)
+    .bind(&references)
+    .bind(&fingerprints)
+    .bind(&dates)
+    .bind(&descriptions)
+    .bind(&reverses)
+    .bind(&line_events)
     .bind(&line_nos)
     .bind(&accounts)
     .bind(&currencies)
@@ -777,30 +930,39 @@ async fn insert_posting(
     .bind(EventStatus::Posted.as_str())
     .bind(EventStatus::Recorded.as_str())
     .bind(AttemptOutcome::Posted.as_str())
-    .bind(&job.job_id)
-    .bind(attempt as i32)
-    .fetch_optional(&mut *conn)
+    .fetch_all(&mut *conn)
     .await
-    .map_err(|error| reversal_conflict(error, event))?;
-    match inserted {
-        None => Ok(None),
-        Some((entry_id, 1)) => Ok(Some(entry_id)),
-        // The caller holds the event's lock and saw it recorded: this cannot happen.
-        Some(_) => Err(StoreError::InvalidTransition {
+    .map_err(|error| reversal_conflict(error, postings))?;
+    // The caller holds each event's lock and saw it recorded: this cannot happen.
+    if rows
+        .first()
+        .is_some_and(|&(_, _, posted)| posted != rows.len() as i64)
+    {
+        return Err(StoreError::InvalidTransition {
             from: EventStatus::Recorded.as_str(),
             to: EventStatus::Posted.as_str(),
         }
-        .into()),
+        .into());
     }
+    Ok(rows
+        .into_iter()
+        .map(|(event, entry, _)| (event, entry))
+        .collect())
 }
 
-/// A second reversal of the same payout entry violates `journal_entries_reversed_once`.
-fn reversal_conflict(error: sqlx::Error, event: &SettlementEvent) -> PostError {
+/// A second reversal of the same payout entry violates `journal_entries_reversed_once`: that is
+/// the reversing posting's own refusal (reversals are posted one at a time).
+fn reversal_conflict(error: sqlx::Error, postings: &[Posting<'_>]) -> PostError {
     if let sqlx::Error::Database(db) = &error
         && db.constraint() == Some("journal_entries_reversed_once")
+        && let Some(reversal) = postings.iter().find(|p| p.reverses.is_some())
     {
         return PostError::ReversalMismatch {
-            payout_id: event.payout_id().map(|p| p.to_string()).unwrap_or_default(),
+            payout_id: reversal
+                .event
+                .payout_id()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
             detail: "that payout's entry is already reversed".into(),
         };
     }

@@ -10,8 +10,8 @@ use super::{SqliteStore, insert_job, now};
 use crate::event::{Kind, SettlementEvent};
 use crate::ids::{EventId, SourceName};
 use crate::job::{
-    AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, POST_SETTLEMENT_QUEUE,
-    PostError, Posted,
+    AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, PostError, Posted,
+    QueueStatus,
 };
 use crate::money::Currency;
 use crate::posting::{self, EntryDraft, Line, PostingRules};
@@ -31,10 +31,12 @@ impl SqliteStore {
     ) -> Result<AttemptStart, StoreError> {
         let mut tx = self.write().await?;
         let Some((status, current_job)) = event_state(&mut tx, job.event_id).await? else {
+            kill_job(&mut tx, &job.job_id).await?;
             tx.commit().await?;
             return Ok(AttemptStart::Stray);
         };
         if status != EventStatus::Recorded || current_job != job.job_id {
+            complete_job(&mut tx, &job.job_id).await?;
             tx.commit().await?;
             return Ok(AttemptStart::NothingToDo);
         }
@@ -60,6 +62,7 @@ impl SqliteStore {
         let outcome = if started >= attempts_max {
             let (code, error) = last_error(&mut tx, &job.job_id).await?;
             abandon(&mut tx, job, ErrorClass::Exhausted, &code, &error, started).await?;
+            kill_job(&mut tx, &job.job_id).await?;
             AttemptStart::Exhausted
         } else if !died.is_empty() {
             AttemptStart::Rescued { attempts: started }
@@ -104,6 +107,7 @@ impl SqliteStore {
         let current_job: String = row.try_get("job_id").map_err(StoreError::from)?;
         if status != EventStatus::Recorded.as_str() || current_job != job.job_id {
             finish_attempt(&mut tx, job, attempt, AttemptOutcome::Settled, None).await?;
+            complete_job(&mut tx, &job.job_id).await?;
             tx.commit().await.map_err(StoreError::from)?;
             return Ok(Posted::AlreadySettled);
         }
@@ -173,6 +177,7 @@ impl SqliteStore {
         )
         .await?;
         finish_attempt(&mut tx, job, attempt, AttemptOutcome::Posted, None).await?;
+        complete_job(&mut tx, &job.job_id).await?;
         tx.commit().await.map_err(StoreError::from)?;
         Ok(outcome)
     }
@@ -210,6 +215,7 @@ impl SqliteStore {
                     )
                     .await?;
                 }
+                kill_job(&mut tx, &job.job_id).await?;
             }
         }
         tx.commit().await?;
@@ -240,6 +246,7 @@ impl SqliteStore {
         .bind(EventStatus::Recorded.as_str())
         .fetch_optional(&mut *tx)
         .await?;
+        kill_job(&mut tx, job_id).await?;
         let Some(event_id) = event.map(EventId::new) else {
             tx.commit().await?;
             return Ok(None);
@@ -287,23 +294,6 @@ impl SqliteStore {
             self.jobs_inserted.notify_waiters();
         }
         Ok(count)
-    }
-
-    pub(in crate::store) async fn prune_finished_jobs(
-        &self,
-        batch_max: u32,
-    ) -> Result<u64, StoreError> {
-        let mut tx = self.write().await?;
-        let done = sqlx::query(
-            "DELETE FROM Jobs WHERE id IN (
-                 SELECT id FROM Jobs WHERE job_type = ?1 AND status = 'Done' LIMIT ?2)",
-        )
-        .bind(POST_SETTLEMENT_QUEUE)
-        .bind(i64::from(batch_max))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(done.rows_affected())
     }
 }
 
@@ -444,16 +434,43 @@ async fn last_error(
     ))
 }
 
-/// apalis-sqlite counts `run_at` in whole seconds: a delay is rounded up to the next second.
+/// Gives the job back to the queue, due in `delay_ms` (a killed job stays killed, a deleted one
+/// gone). apalis-sqlite counts `run_at` in whole seconds: a delay is rounded up to the next
+/// second.
 async fn retry_later(
     conn: &mut SqliteConnection,
     job_id: &str,
     delay_ms: u64,
 ) -> Result<(), StoreError> {
     let run_at = now().timestamp() + i64::try_from(delay_ms.div_ceil(1000)).unwrap_or(i64::MAX / 2);
-    sqlx::query("UPDATE Jobs SET run_at = ?2 WHERE id = ?1")
+    sqlx::query(
+        "UPDATE Jobs SET status = ?3, run_at = ?2, lock_by = NULL, lock_at = NULL
+         WHERE id = ?1 AND status <> ?4",
+    )
+    .bind(job_id)
+    .bind(run_at)
+    .bind(QueueStatus::Pending.as_str())
+    .bind(QueueStatus::Killed.as_str())
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// The job settled its event: its queue row goes, in the transaction that settled it.
+async fn complete_job(conn: &mut SqliteConnection, job_id: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM Jobs WHERE id = ?1")
         .bind(job_id)
-        .bind(run_at)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Nothing runs the job again: its row is kept, `Killed`.
+async fn kill_job(conn: &mut SqliteConnection, job_id: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE Jobs SET status = ?2, done_at = ?3 WHERE id = ?1")
+        .bind(job_id)
+        .bind(QueueStatus::Killed.as_str())
+        .bind(now().timestamp())
         .execute(&mut *conn)
         .await?;
     Ok(())
