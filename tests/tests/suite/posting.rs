@@ -493,6 +493,55 @@ async fn verify_reports_a_broken_invariant() {
     );
 }
 
+/// A store failure before any attempt opened (here the event's lock cannot be had) writes
+/// nothing of the job: the worker gives the job back to the queue, due a little later, and it
+/// posts once the store answers again.
+#[tokio::test]
+async fn a_job_whose_start_fails_is_given_back_and_posts_later() {
+    let workers = format!("{FAST_WORKERS}\nlock_timeout_ms = 200");
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        workers: workers.clone(),
+        ..AppOptions::default()
+    })
+    .await;
+    let event = record(&app, "msg_1", &charge("ch_1", "100.00", "3.20", "96.80")).await;
+    let elsewhere = app.pg_db().pool().await;
+    let mut holder = elsewhere.begin().await.expect("begin");
+    sqlx::query("SELECT id FROM settlement_events WHERE id = $1 FOR UPDATE")
+        .bind(event)
+        .execute(&mut *holder)
+        .await
+        .expect("hold the event's lock");
+    let db = app.stop().await;
+    let app = start(
+        db,
+        AppOptions {
+            workers,
+            ..AppOptions::default()
+        },
+    )
+    .await;
+    app.wait_for(
+        "the job to be given back, unlocked and due later",
+        30,
+        "SELECT EXISTS (SELECT 1 FROM apalis.jobs
+                        WHERE status = 'Pending' AND lock_by IS NULL AND run_at > now())",
+    )
+    .await;
+    assert_eq!(app.count("job_attempts").await, 0, "no attempt opened");
+    holder.rollback().await.expect("release");
+    app.wait_settled(30).await;
+    assert_eq!(app.event_state("msg_1").await, ("posted".into(), None));
+    let outcomes: Vec<String> = sqlx::query_scalar("SELECT outcome FROM job_attempts")
+        .fetch_all(app.pg())
+        .await
+        .expect("attempts");
+    assert_eq!(outcomes, ["posted"]);
+    assert_eq!(app.jobs().await, 0);
+    assert!(app.failed_invariants().await.is_empty());
+}
+
 #[tokio::test]
 async fn a_lock_timeout_is_transient_and_the_job_posts_once_the_lock_is_gone() {
     let workers = format!("{FAST_WORKERS}\nlock_timeout_ms = 200\nattempts_max = 50");
