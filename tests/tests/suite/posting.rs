@@ -214,27 +214,39 @@ async fn the_database_refuses_to_change_the_journal_or_write_an_unbalanced_entry
             "{statement}: {error}"
         );
     }
-    let mut tx = app.pg().begin().await.expect("begin");
-    let entry: i64 = sqlx::query_scalar(
-        "INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, request_fingerprint,
-                                      effective_date, description)
-         VALUES ('forged', $1, 'std', 'fee', 'x', repeat('0', 64), current_date, 'forged')
-         RETURNING id",
-    )
-    .bind(unposted)
-    .fetch_one(&mut *tx)
-    .await
-    .expect("insert header");
-    sqlx::query(
-        "INSERT INTO journal_lines VALUES ($1, 1, 'a', 'USD', 10), ($1, 2, 'b', 'USD', -9)",
-    )
-    .bind(entry)
-    .execute(&mut *tx)
-    .await
-    .expect("lines are checked at commit");
-    let error = tx.commit().await.expect_err("unbalanced entry refused");
-    assert!(error.to_string().contains("does not balance"), "{error}");
+    // The balance is checked when the statement that wrote an entry or its lines ends: an entry
+    // without lines, an unbalanced entry with its lines, and a line that unbalances an existing
+    // entry are each refused.
+    let header = "INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id,
+                      request_fingerprint, effective_date, description)
+                  VALUES ('forged', $1, 'std', 'fee', 'x', repeat('0', 64), current_date, 'forged')";
+    let refused = [
+        (header.to_owned(), "at least two"),
+        (
+            format!(
+                "WITH entry AS ({header} RETURNING id)
+                 INSERT INTO journal_lines SELECT id, n, 'a', 'USD', amount
+                 FROM entry, (VALUES (1, 10), (2, -9)) AS l(n, amount)"
+            ),
+            "does not balance",
+        ),
+        (
+            "INSERT INTO journal_lines SELECT id, 9, 'a', 'USD', 1 FROM journal_entries
+             WHERE $1 > 0"
+                .to_owned(),
+            "does not balance",
+        ),
+    ];
+    for (statement, expected) in refused {
+        let error = sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .bind(unposted)
+            .execute(app.pg())
+            .await
+            .expect_err(&statement);
+        assert!(error.to_string().contains(expected), "{statement}: {error}");
+    }
     assert_eq!(app.count("journal_entries").await, 1);
+    assert_eq!(app.count("journal_lines").await, 3);
 }
 
 #[tokio::test]
