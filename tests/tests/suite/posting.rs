@@ -570,9 +570,14 @@ async fn a_lock_timeout_is_transient_and_the_job_posts_once_the_lock_is_gone() {
     let elsewhere = app.pg_db().pool().await;
     let mut holder = elsewhere.begin().await.expect("begin");
     sqlx::query(
-        "INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, request_fingerprint,
-                                      effective_date, description)
-         VALUES ('std/charge_settled/ch_1', $1, 'std', 'charge_settled', 'ch_1', repeat('0', 64), current_date, 'held')",
+        "WITH entry AS (
+             INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, request_fingerprint,
+                                          effective_date, description)
+             VALUES ('std/charge_settled/ch_1', $1, 'std', 'charge_settled', 'ch_1', repeat('0', 64), current_date, 'held')
+             RETURNING id
+         )
+         INSERT INTO journal_lines SELECT id, n, 'held', 'USD', amount
+         FROM entry, (VALUES (1, 1), (2, -1)) AS l(n, amount)",
     )
     .bind(other)
     .execute(&mut *holder)
