@@ -344,6 +344,12 @@ impl TestApp {
     }
 
     /// Rows in a table, for assertions on what was (not) written.
+    /// The first column of every row of `sql`, as text (SQL both backends speak).
+    pub async fn texts(&self, sql: &str) -> Vec<String> {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        on_pool!(self, pool => sqlx::query_scalar(sql).fetch_all(pool).await).expect("texts")
+    }
+
     pub async fn count(&self, table: &str) -> i64 {
         self.scalar(&format!("SELECT count(*) FROM {table}")).await
     }

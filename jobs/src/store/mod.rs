@@ -211,9 +211,9 @@ impl Store {
         on_backend!(self, store => store.post(job, attempt, rules, lock_timeout_ms).await)
     }
 
-    /// [`Store::start_attempt`] for several jobs at once, each answered as if started alone.
-    /// On PostgreSQL the starts share one statement and one commit (falling back to one by one
-    /// if that statement fails); on SQLite, whose commits serialise anyway, they run in turn.
+    /// [`Store::start_attempt`] for several jobs at once, each answered as if started alone:
+    /// one commit for all (on PostgreSQL one statement; on SQLite one write transaction), falling
+    /// back to one by one if that fails.
     pub async fn start_attempts(
         &self,
         starts: &[(JobRef, String)],
@@ -226,24 +226,14 @@ impl Store {
                     .start_attempts(starts, attempts_max, lock_timeout_ms)
                     .await
             }
-            Backend::Sqlite(store) => {
-                let mut results = Vec::with_capacity(starts.len());
-                for (job, worker) in starts {
-                    results.push(
-                        store
-                            .start_attempt(job, worker, attempts_max, lock_timeout_ms, false)
-                            .await,
-                    );
-                }
-                results
-            }
+            Backend::Sqlite(store) => store.start_attempts(starts, attempts_max).await,
         }
     }
 
     /// [`Store::post`] for several jobs at once, each answered as if posted alone (group
-    /// commit). On PostgreSQL they share one transaction, where one job refused for its own
-    /// reason does not stop the others, and a database failure anywhere makes each be posted
-    /// on its own instead; on SQLite they run in turn.
+    /// commit): they share one transaction, where one job refused for its own reason writes
+    /// nothing and does not stop the others, and a database failure anywhere makes each be
+    /// posted on its own instead.
     pub async fn post_many(
         &self,
         posts: &[(JobRef, u32)],
@@ -252,13 +242,7 @@ impl Store {
     ) -> Vec<Result<Posted, PostError>> {
         match &self.backend {
             Backend::Postgres(store) => store.post_many(posts, rules, lock_timeout_ms).await,
-            Backend::Sqlite(store) => {
-                let mut results = Vec::with_capacity(posts.len());
-                for (job, attempt) in posts {
-                    results.push(store.post(job, *attempt, rules, lock_timeout_ms).await);
-                }
-                results
-            }
+            Backend::Sqlite(store) => store.post_many(posts, rules).await,
         }
     }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use jobs::PostingRules;
-use jobs::job::{AttemptStart, Posted};
+use jobs::job::{AttemptStart, JobRef, Posted};
 use ops::Role;
 use serde_json::{Value, json};
 use tests::TestApp;
@@ -37,6 +37,7 @@ conformance!(
     balances_journal_and_reconciliation_read_the_same,
     a_restart_keeps_everything,
     each_job_ends_in_the_transaction_that_decides_it,
+    a_group_of_postings_answers_each_job_as_if_alone,
     a_job_whose_attempt_died_starts_again_only_alone,
 );
 
@@ -510,6 +511,113 @@ async fn each_job_ends_in_the_transaction_that_decides_it(backend: Backend) {
         assert_eq!(status, "Killed", "{id}");
     }
     assert_eq!(app.jobs().await, 2, "only the two killed rows are left");
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+/// Group commit: starts and postings of many jobs share one transaction, yet each job gets
+/// exactly the answer it would have had alone, in order, and a job refused for its own reason
+/// writes nothing.
+async fn a_group_of_postings_answers_each_job_as_if_alone(backend: Backend) {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::on(backend)
+    })
+    .await;
+    let deliveries = [
+        ("msg_new", charge("ch_a", "100.00", "3.20", "96.80")),
+        ("msg_invalid", charge("ch_b", "100.00", "3.20", "90.00")),
+        ("msg_paid", payout("payout_paid", "po_1", "500.00")),
+        ("msg_failed", payout("payout_failed", "po_1", "500.00")),
+        (
+            "msg_same_movement",
+            charge("ch_a", "100.00", "3.20", "96.80"),
+        ),
+        (
+            "msg_other_facts",
+            charge("ch_a", "200.00", "3.20", "196.80"),
+        ),
+        ("msg_not_ready", payout("payout_failed", "po_2", "70.00")),
+    ];
+    let mut jobs = Vec::new();
+    for (id, body) in &deliveries {
+        assert_eq!(deliver(&app, id, body).await.0, 200, "{id}");
+        jobs.push(app.job_of(id).await);
+    }
+    let starts: Vec<(JobRef, String)> = jobs
+        .iter()
+        .map(|job| (job.clone(), "worker-g".to_owned()))
+        .collect();
+    let started: Vec<AttemptStart> = app
+        .store
+        .start_attempts(&starts, 8, 5_000)
+        .await
+        .into_iter()
+        .map(|s| s.expect("start"))
+        .collect();
+    assert_eq!(started, vec![AttemptStart::Run { attempt: 1 }; 7]);
+    let posts: Vec<(JobRef, u32)> = jobs.iter().map(|job| (job.clone(), 1)).collect();
+    let answers: Vec<String> = app
+        .store
+        .post_many(&posts, &PostingRules::default(), 5_000)
+        .await
+        .into_iter()
+        .map(|answer| match answer {
+            Ok(Posted::New { .. }) => "new".to_owned(),
+            Ok(Posted::Replayed { .. }) => "replayed".to_owned(),
+            Ok(Posted::AlreadySettled) => "settled".to_owned(),
+            Err(error) => error.code().to_owned(),
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            "new",
+            "invalid_facts",
+            "new",
+            "new",
+            "replayed",
+            "source_replay_conflict",
+            "dependency_not_ready"
+        ]
+    );
+    // Three entries (the charge, the payout, its reversal).
+    assert_eq!(app.count("journal_entries").await, 3);
+    if backend == Backend::Postgres {
+        assert_eq!(
+            app.scalar("SELECT count(DISTINCT xmin::text) FROM journal_entries")
+                .await,
+            1,
+            "written by one transaction"
+        );
+    }
+    assert_eq!(
+        app.scalar(
+            "SELECT count(*) FROM journal_entries WHERE kind = 'payout_failed' AND reverses_entry_id IS NOT NULL"
+        )
+        .await,
+        1
+    );
+    for (id, status) in [
+        ("msg_new", "posted"),
+        ("msg_invalid", "recorded"),
+        ("msg_paid", "posted"),
+        ("msg_failed", "posted"),
+        ("msg_same_movement", "posted"),
+        ("msg_other_facts", "recorded"),
+        ("msg_not_ready", "recorded"),
+    ] {
+        assert_eq!(app.event_state(id).await.0, status, "{id}");
+    }
+    // The refused jobs wrote nothing: their attempts are still open for the runner to close,
+    // and their queue rows are still there.
+    let open = app
+        .texts(
+            "SELECT e.external_id FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id
+             WHERE a.finished_at IS NULL ORDER BY e.id",
+        )
+        .await;
+    assert_eq!(open, ["msg_invalid", "msg_other_facts", "msg_not_ready"]);
+    assert_eq!(app.jobs().await, 3);
     assert!(app.failed_invariants().await.is_empty());
 }
 

@@ -17,6 +17,7 @@ use crate::money::Currency;
 use crate::posting::{self, EntryDraft, Line, PostingRules};
 use crate::record::EventStatus;
 use crate::store::StoreError;
+use tracing::debug;
 
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
 
@@ -30,60 +31,51 @@ impl SqliteStore {
         alone: bool,
     ) -> Result<AttemptStart, StoreError> {
         let mut tx = self.write().await?;
-        let Some((status, current_job)) = event_state(&mut tx, job.event_id).await? else {
-            kill_job(&mut tx, &job.job_id).await?;
-            tx.commit().await?;
-            return Ok(AttemptStart::Stray);
-        };
-        if status != EventStatus::Recorded || current_job != job.job_id {
-            complete_job(&mut tx, &job.job_id).await?;
-            tx.commit().await?;
-            return Ok(AttemptStart::NothingToDo);
-        }
-        let died: Vec<i64> = sqlx::query_scalar(
-            "UPDATE job_attempts SET finished_at = ?2, outcome = ?3, error_code = 'worker_died', error = ?4
-             WHERE job_id = ?1 AND finished_at IS NULL RETURNING attempt",
-        )
-        .bind(&job.job_id)
-        .bind(now())
-        .bind(AttemptOutcome::Died.as_str())
-        .bind(DIED)
-        .fetch_all(&mut *tx)
-        .await?;
-        // The last attempt, read once: how many have started, and how the last one ended.
-        let last: Option<(i64, Option<String>)> = sqlx::query_as(
-            "SELECT attempt, outcome FROM job_attempts WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1",
-        )
-        .bind(&job.job_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let (started, last_outcome) = last.unwrap_or((0, None));
-        let started = u32::try_from(started).unwrap_or(0);
-        let outcome = if started >= attempts_max {
-            let (code, error) = last_error(&mut tx, &job.job_id).await?;
-            abandon(&mut tx, job, ErrorClass::Exhausted, &code, &error, started).await?;
-            kill_job(&mut tx, &job.job_id).await?;
-            AttemptStart::Exhausted
-        } else if !died.is_empty() {
-            AttemptStart::Rescued { attempts: started }
-        } else {
-            if last_outcome.as_deref() == Some(AttemptOutcome::Died.as_str()) && !alone {
-                tx.commit().await?;
-                return Ok(AttemptStart::Suspect);
-            }
-            let attempt = started + 1;
-            sqlx::query("INSERT INTO job_attempts (event_id, job_id, attempt, worker, started_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-                .bind(job.event_id.get())
-                .bind(&job.job_id)
-                .bind(i64::from(attempt))
-                .bind(worker)
-                .bind(now())
-                .execute(&mut *tx)
-                .await?;
-            AttemptStart::Run { attempt }
-        };
+        let start = start_in(&mut tx, job, worker, attempts_max, alone).await?;
         tx.commit().await?;
-        Ok(outcome)
+        Ok(start)
+    }
+
+    /// Starts several jobs' attempts in one write transaction (one commit, one fsync, for all),
+    /// each exactly as [`Self::start_attempt`] would. If the transaction fails nothing of it is
+    /// kept and each job is started on its own.
+    pub(in crate::store) async fn start_attempts(
+        &self,
+        starts: &[(JobRef, String)],
+        attempts_max: u32,
+    ) -> Vec<Result<AttemptStart, StoreError>> {
+        if starts.len() > 1 {
+            match self.start_together(starts, attempts_max).await {
+                Ok(results) => return results,
+                Err(error) => {
+                    debug!(%error, jobs = starts.len(), "group start failed; starting one by one")
+                }
+            }
+        }
+        let mut results = Vec::with_capacity(starts.len());
+        for (job, worker) in starts {
+            results.push(
+                self.start_attempt(job, worker, attempts_max, 0, false)
+                    .await,
+            );
+        }
+        results
+    }
+
+    async fn start_together(
+        &self,
+        starts: &[(JobRef, String)],
+        attempts_max: u32,
+    ) -> Result<Vec<Result<AttemptStart, StoreError>>, StoreError> {
+        let mut tx = self.write().await?;
+        let mut results = Vec::with_capacity(starts.len());
+        for (job, worker) in starts {
+            results.push(Ok(
+                start_in(&mut tx, job, worker, attempts_max, false).await?
+            ));
+        }
+        tx.commit().await?;
+        Ok(results)
     }
 
     /// Waiting for the lock is bounded by the busy timeout, not `lock_timeout_ms`.
@@ -95,91 +87,59 @@ impl SqliteStore {
         _lock_timeout_ms: u64,
     ) -> Result<Posted, PostError> {
         let mut tx = self.write().await?;
-        let row = sqlx::query("SELECT source, status, job_id, facts, validation_error, received_at FROM settlement_events WHERE id = ?1")
-            .bind(job.event_id.get())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(StoreError::from)?
-            .ok_or_else(|| PostError::CorruptEvent(format!("event {} does not exist", job.event_id)))?;
-        let status: String = row.try_get("status").map_err(StoreError::from)?;
-        let received_at: chrono::DateTime<chrono::Utc> =
-            row.try_get("received_at").map_err(StoreError::from)?;
-        let current_job: String = row.try_get("job_id").map_err(StoreError::from)?;
-        if status != EventStatus::Recorded.as_str() || current_job != job.job_id {
-            finish_attempt(&mut tx, job, attempt, AttemptOutcome::Settled, None).await?;
-            complete_job(&mut tx, &job.job_id).await?;
-            tx.commit().await.map_err(StoreError::from)?;
-            return Ok(Posted::AlreadySettled);
-        }
-        if let Some(error) = row
-            .try_get::<Option<String>, _>("validation_error")
-            .map_err(StoreError::from)?
-        {
-            return Err(PostError::InvalidFacts(error));
-        }
-        let facts: serde_json::Value = row.try_get("facts").map_err(StoreError::from)?;
-        let event = SettlementEvent::from_stored(&facts)
-            .map_err(|e| PostError::CorruptEvent(e.to_string()))?;
-        let source_text: String = row.try_get("source").map_err(StoreError::from)?;
-        let source =
-            SourceName::parse(&source_text).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
-
-        let mut draft = posting::draft(&source, &event, &rules.accounts(&source));
-        let reverses = if event.kind() == Kind::PayoutFailed {
-            Some(reverse_payout(&mut tx, &source, &event, &mut draft).await?)
-        } else {
-            None
-        };
-        if !draft.is_balanced() {
-            return Err(PostError::Unbalanced(draft.source_key));
-        }
-        let fingerprint = event.fingerprint().to_hex();
-        let existing: Option<(i64, String)> = sqlx::query_as(
-            "SELECT id, request_fingerprint FROM journal_entries WHERE source_key = ?1",
-        )
-        .bind(&draft.source_key)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(StoreError::from)?;
-        let outcome = match existing {
-            Some((entry_id, stored)) if stored == fingerprint => Posted::Replayed {
-                entry_id,
-                received_at,
-            },
-            Some(_) => {
-                return Err(PostError::SourceReplayConflict {
-                    source_key: draft.source_key,
-                });
-            }
-            None => Posted::New {
-                entry_id: insert_entry(
-                    &mut tx,
-                    job,
-                    &source,
-                    &event,
-                    &draft,
-                    &fingerprint,
-                    reverses,
-                )
-                .await?,
-                received_at,
-            },
-        };
-        let (Posted::New { entry_id, .. } | Posted::Replayed { entry_id, .. }) = outcome else {
-            return Ok(outcome);
-        };
-        set_event_status(
-            &mut tx,
-            job.event_id,
-            EventStatus::Recorded,
-            EventStatus::Posted,
-            Some(entry_id),
-        )
-        .await?;
-        finish_attempt(&mut tx, job, attempt, AttemptOutcome::Posted, None).await?;
-        complete_job(&mut tx, &job.job_id).await?;
+        // Any error leaves the transaction to roll back: nothing of this job is kept.
+        let posted = post_in(&mut tx, job, attempt, rules).await?;
         tx.commit().await.map_err(StoreError::from)?;
-        Ok(outcome)
+        Ok(posted)
+    }
+
+    /// Posts several jobs in one write transaction (one commit, one fsync, for all), each
+    /// exactly as [`Self::post`] would: each job in a savepoint of its own, so one refused for
+    /// its own reason writes nothing and does not stop the others. If the database fails
+    /// anywhere, nothing of the group is kept and each job is posted on its own.
+    pub(in crate::store) async fn post_many(
+        &self,
+        posts: &[(JobRef, u32)],
+        rules: &PostingRules,
+    ) -> Vec<Result<Posted, PostError>> {
+        if posts.len() > 1 {
+            match self.post_together(posts, rules).await {
+                Ok(results) => return results,
+                Err(error) => {
+                    debug!(%error, jobs = posts.len(), "group posting failed; posting one by one")
+                }
+            }
+        }
+        let mut results = Vec::with_capacity(posts.len());
+        for (job, attempt) in posts {
+            results.push(self.post(job, *attempt, rules, 0).await);
+        }
+        results
+    }
+
+    async fn post_together(
+        &self,
+        posts: &[(JobRef, u32)],
+        rules: &PostingRules,
+    ) -> Result<Vec<Result<Posted, PostError>>, StoreError> {
+        let mut tx = self.write().await?;
+        let mut results = Vec::with_capacity(posts.len());
+        for (job, attempt) in posts {
+            let mut savepoint = sqlx::Connection::begin(&mut *tx).await?;
+            match post_in(&mut savepoint, job, *attempt, rules).await {
+                Ok(posted) => {
+                    savepoint.commit().await?;
+                    results.push(Ok(posted));
+                }
+                Err(PostError::Store(error)) => return Err(error),
+                Err(refused) => {
+                    savepoint.rollback().await?;
+                    results.push(Err(refused));
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(results)
     }
 
     pub(in crate::store) async fn fail_attempt(
@@ -295,6 +255,166 @@ impl SqliteStore {
         }
         Ok(count)
     }
+}
+
+/// An attempt's start (see `Store::start_attempt`), in the caller's write transaction.
+async fn start_in(
+    conn: &mut SqliteConnection,
+    job: &JobRef,
+    worker: &str,
+    attempts_max: u32,
+    alone: bool,
+) -> Result<AttemptStart, StoreError> {
+    let Some((status, current_job)) = event_state(&mut *conn, job.event_id).await? else {
+        kill_job(&mut *conn, &job.job_id).await?;
+        return Ok(AttemptStart::Stray);
+    };
+    if status != EventStatus::Recorded || current_job != job.job_id {
+        complete_job(&mut *conn, &job.job_id).await?;
+        return Ok(AttemptStart::NothingToDo);
+    }
+    let died: Vec<i64> = sqlx::query_scalar(
+            "UPDATE job_attempts SET finished_at = ?2, outcome = ?3, error_code = 'worker_died', error = ?4
+             WHERE job_id = ?1 AND finished_at IS NULL RETURNING attempt",
+        )
+        .bind(&job.job_id)
+        .bind(now())
+        .bind(AttemptOutcome::Died.as_str())
+        .bind(DIED)
+        .fetch_all(&mut *conn)
+        .await?;
+    // The last attempt, read once: how many have started, and how the last one ended.
+    let last: Option<(i64, Option<String>)> = sqlx::query_as(
+        "SELECT attempt, outcome FROM job_attempts WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1",
+    )
+    .bind(&job.job_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let (started, last_outcome) = last.unwrap_or((0, None));
+    let started = u32::try_from(started).unwrap_or(0);
+    let outcome = if started >= attempts_max {
+        let (code, error) = last_error(&mut *conn, &job.job_id).await?;
+        abandon(
+            &mut *conn,
+            job,
+            ErrorClass::Exhausted,
+            &code,
+            &error,
+            started,
+        )
+        .await?;
+        kill_job(&mut *conn, &job.job_id).await?;
+        AttemptStart::Exhausted
+    } else if !died.is_empty() {
+        AttemptStart::Rescued { attempts: started }
+    } else {
+        if last_outcome.as_deref() == Some(AttemptOutcome::Died.as_str()) && !alone {
+            return Ok(AttemptStart::Suspect);
+        }
+        let attempt = started + 1;
+        sqlx::query("INSERT INTO job_attempts (event_id, job_id, attempt, worker, started_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .bind(job.event_id.get())
+                .bind(&job.job_id)
+                .bind(i64::from(attempt))
+                .bind(worker)
+                .bind(now())
+                .execute(&mut *conn)
+                .await?;
+        AttemptStart::Run { attempt }
+    };
+    Ok(outcome)
+}
+
+/// A posting (see `Store::post`), in the caller's write transaction. On an error some of it may
+/// be written: the caller rolls back.
+async fn post_in(
+    conn: &mut SqliteConnection,
+    job: &JobRef,
+    attempt: u32,
+    rules: &PostingRules,
+) -> Result<Posted, PostError> {
+    let row = sqlx::query("SELECT source, status, job_id, facts, validation_error, received_at FROM settlement_events WHERE id = ?1")
+            .bind(job.event_id.get())
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(StoreError::from)?
+            .ok_or_else(|| PostError::CorruptEvent(format!("event {} does not exist", job.event_id)))?;
+    let status: String = row.try_get("status").map_err(StoreError::from)?;
+    let received_at: chrono::DateTime<chrono::Utc> =
+        row.try_get("received_at").map_err(StoreError::from)?;
+    let current_job: String = row.try_get("job_id").map_err(StoreError::from)?;
+    if status != EventStatus::Recorded.as_str() || current_job != job.job_id {
+        finish_attempt(&mut *conn, job, attempt, AttemptOutcome::Settled, None).await?;
+        complete_job(&mut *conn, &job.job_id).await?;
+        return Ok(Posted::AlreadySettled);
+    }
+    if let Some(error) = row
+        .try_get::<Option<String>, _>("validation_error")
+        .map_err(StoreError::from)?
+    {
+        return Err(PostError::InvalidFacts(error));
+    }
+    let facts: serde_json::Value = row.try_get("facts").map_err(StoreError::from)?;
+    let event =
+        SettlementEvent::from_stored(&facts).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
+    let source_text: String = row.try_get("source").map_err(StoreError::from)?;
+    let source =
+        SourceName::parse(&source_text).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
+
+    let mut draft = posting::draft(&source, &event, &rules.accounts(&source));
+    let reverses = if event.kind() == Kind::PayoutFailed {
+        Some(reverse_payout(&mut *conn, &source, &event, &mut draft).await?)
+    } else {
+        None
+    };
+    if !draft.is_balanced() {
+        return Err(PostError::Unbalanced(draft.source_key));
+    }
+    let fingerprint = event.fingerprint().to_hex();
+    let existing: Option<(i64, String)> =
+        sqlx::query_as("SELECT id, request_fingerprint FROM journal_entries WHERE source_key = ?1")
+            .bind(&draft.source_key)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(StoreError::from)?;
+    let outcome = match existing {
+        Some((entry_id, stored)) if stored == fingerprint => Posted::Replayed {
+            entry_id,
+            received_at,
+        },
+        Some(_) => {
+            return Err(PostError::SourceReplayConflict {
+                source_key: draft.source_key,
+            });
+        }
+        None => Posted::New {
+            entry_id: insert_entry(
+                &mut *conn,
+                job,
+                &source,
+                &event,
+                &draft,
+                &fingerprint,
+                reverses,
+            )
+            .await?,
+            received_at,
+        },
+    };
+    let (Posted::New { entry_id, .. } | Posted::Replayed { entry_id, .. }) = outcome else {
+        return Ok(outcome);
+    };
+    set_event_status(
+        &mut *conn,
+        job.event_id,
+        EventStatus::Recorded,
+        EventStatus::Posted,
+        Some(entry_id),
+    )
+    .await?;
+    finish_attempt(&mut *conn, job, attempt, AttemptOutcome::Posted, None).await?;
+    complete_job(&mut *conn, &job.job_id).await?;
+    Ok(outcome)
 }
 
 /// Points each event at a fresh job and inserts those jobs. Returns the new job ids.
