@@ -33,11 +33,43 @@ const QUEUE_ATTEMPTS_MAX: i64 = 1_000_000;
 /// How long a writer waits for the write lock before the operation fails transiently.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A writing transaction holding this process' writer turn until it commits or is dropped
+/// (rolled back).
+struct Write {
+    tx: Transaction<'static, Sqlite>,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Write {
+    async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+}
+
+impl std::ops::Deref for Write {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for Write {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.tx
+    }
+}
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
 #[derive(Clone, Debug)]
 pub(super) struct SqliteStore {
     pool: SqlitePool,
+    /// This process' writers take turns here, first come first served, before `BEGIN
+    /// IMMEDIATE`: waiting on SQLite's own lock is a busy loop of sleeps (up to 100 ms each), in
+    /// which a writer can lose its turn again and again (seen: deliveries waiting over a second
+    /// behind group postings).
+    turn: Arc<tokio::sync::Mutex<()>>,
     /// Woken after a commit that inserted jobs.
     jobs_inserted: Arc<Notify>,
 }
@@ -61,6 +93,7 @@ impl SqliteStore {
             .await?;
         Ok(Self {
             pool,
+            turn: Arc::new(tokio::sync::Mutex::new(())),
             jobs_inserted: Arc::new(Notify::new()),
         })
     }
@@ -78,9 +111,14 @@ impl SqliteStore {
     }
 
     /// A writing transaction: the write lock is taken now, not at the first write, so two
-    /// writers never deadlock upgrading their locks.
-    async fn write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// writers never deadlock upgrading their locks; this process' writers queue for it in
+    /// order (waiting at most the busy timeout).
+    async fn write(&self) -> Result<Write, StoreError> {
+        let turn = tokio::time::timeout(BUSY_TIMEOUT, self.turn.clone().lock_owned())
+            .await
+            .map_err(|_| StoreError::Unavailable(sqlx::Error::PoolTimedOut))?;
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        Ok(Write { tx, _turn: turn })
     }
 
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {
