@@ -37,6 +37,24 @@ pub fn settle_binary() -> &'static Path {
         {
             build.arg("--release");
         }
+        // Cargo sets these for the test or bench being run; a build script that reads one (ring's
+        // reads CARGO_MANIFEST_DIR) would see it change between this build and the outer one,
+        // and each would rebuild everything that depends on it.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("CARGO_PKG_")
+                || name.starts_with("CARGO_MANIFEST_")
+                || matches!(
+                    name.as_ref(),
+                    "CARGO_CRATE_NAME"
+                        | "CARGO_BIN_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                        | "CARGO_TARGET_TMPDIR"
+                )
+            {
+                build.env_remove(name.as_ref());
+            }
+        }
         let status = build.status().expect("run cargo build");
         assert!(status.success(), "cargo build of settle failed");
         profile_dir.join("settle")
