@@ -619,6 +619,39 @@ async fn a_group_of_postings_answers_each_job_as_if_alone(backend: Backend) {
     assert_eq!(open, ["msg_invalid", "msg_other_facts", "msg_not_ready"]);
     assert_eq!(app.jobs().await, 3);
     assert!(app.failed_invariants().await.is_empty());
+    // A second group mixes every kind of start: settled events (nothing to do), attempts that
+    // never finished (closed as died: rescued), and a new job's first attempt.
+    let later = charge("ch_later", "10.00", "0.30", "9.70");
+    assert_eq!(deliver(&app, "msg_later", &later).await.0, 200);
+    let mut starts = starts;
+    starts.push((app.job_of("msg_later").await, "worker-g".to_owned()));
+    let again: Vec<AttemptStart> = app
+        .store
+        .start_attempts(&starts, 8, 5_000)
+        .await
+        .into_iter()
+        .map(|s| s.expect("start"))
+        .collect();
+    let rescued = AttemptStart::Rescued { attempts: 1 };
+    let nothing = AttemptStart::NothingToDo;
+    assert_eq!(
+        again,
+        [
+            nothing,
+            rescued,
+            nothing,
+            nothing,
+            nothing,
+            rescued,
+            rescued,
+            AttemptStart::Run { attempt: 1 }
+        ]
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM job_attempts WHERE outcome = 'died'")
+            .await,
+        3
+    );
 }
 
 /// A job whose attempt died with its worker is a suspect: a plain start of it writes nothing,

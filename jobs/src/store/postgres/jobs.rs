@@ -61,6 +61,14 @@ impl PgStore {
                 .await
             {
                 Ok(results) => return results,
+                // The statement committed but its answer cannot be read: starting again would
+                // take its own open attempts for died ones. Each job is handed back instead.
+                Err(StoreError::Corrupt(detail)) => {
+                    return starts
+                        .iter()
+                        .map(|_| Err(StoreError::Corrupt(detail.clone())))
+                        .collect();
+                }
                 Err(error) => {
                     debug!(%error, jobs = starts.len(), "group start failed; starting one by one")
                 }
@@ -88,11 +96,8 @@ impl PgStore {
         let events: Vec<i64> = order.iter().map(|&i| starts[i].0.event_id.get()).collect();
         let jobs: Vec<&str> = order.iter().map(|&i| starts[i].0.job_id.as_str()).collect();
         let workers: Vec<&str> = order.iter().map(|&i| starts[i].1.as_str()).collect();
-        let rows: Vec<(String, i32)> = sqlx::query_as(
-            "SELECT s.outcome, s.attempt
-             FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS j(event, job, worker, ord)
-             CROSS JOIN LATERAL settle_start_attempt(j.event, j.job, j.worker, $4, $5, $6, false) AS s
-             ORDER BY j.ord",
+        let rows: Vec<(i64, String, i32)> = sqlx::query_as(
+            "SELECT ord, outcome, attempt FROM settle_start_attempts($1, $2, $3, $4, $5, $6)",
         )
         .bind(&events)
         .bind(&jobs)
@@ -102,17 +107,25 @@ impl PgStore {
         .bind(DIED)
         .fetch_all(&self.pool)
         .await?;
-        if rows.len() != starts.len() {
-            return Err(StoreError::Corrupt(format!(
-                "settle_start_attempt answered {} rows for {} jobs",
-                rows.len(),
-                starts.len()
-            )));
-        }
         let mut results: Vec<Option<Result<AttemptStart, StoreError>>> =
             (0..starts.len()).map(|_| None).collect();
-        for (&i, (outcome, attempt)) in order.iter().zip(rows) {
-            results[i] = Some(attempt_start(&outcome, attempt));
+        for (ord, outcome, attempt) in rows {
+            let slot = usize::try_from(ord - 1)
+                .ok()
+                .and_then(|position| order.get(position))
+                .and_then(|&i| results.get_mut(i))
+                .filter(|slot| slot.is_none());
+            let Some(slot) = slot else {
+                return Err(StoreError::Corrupt(format!(
+                    "settle_start_attempts answered position {ord} twice or out of range"
+                )));
+            };
+            *slot = Some(attempt_start(&outcome, attempt));
+        }
+        if results.iter().any(Option::is_none) {
+            return Err(StoreError::Corrupt(
+                "settle_start_attempts left a job without an answer".into(),
+            ));
         }
         Ok(results.into_iter().flatten().collect())
     }
