@@ -71,7 +71,16 @@ async fn serve<Req, Resp, F, Fut>(
             tracing::error!("a group panicked; its jobs will be fetched again");
             continue;
         };
-        // A missing answer drops its reply: that caller sees the loop as gone.
+        // Answers are matched to callers by position: a group answered short is answered to
+        // nobody (each caller sees the loop as gone), never to the wrong caller.
+        if answers.len() != replies.len() {
+            tracing::error!(
+                answers = answers.len(),
+                jobs = replies.len(),
+                "a group was answered short; its jobs will be given back"
+            );
+            continue;
+        }
         for (reply, answer) in replies.into_iter().zip(answers) {
             let _ = reply.send(answer);
         }

@@ -122,7 +122,7 @@ impl Runner {
             Finish::Kill(reason) => Err(AbortError::new(reason).into()),
             Finish::HandBack(Handback::Store(error)) => {
                 warn!(%error, "store failed; giving the job back to the queue");
-                self.give_back(&job_id, shutdown).await;
+                self.give_back(&job_id, worker, shutdown).await;
                 Err(Handback::Store(error).into())
             }
             Finish::HandBack(handback) => Err(handback.into()),
@@ -180,7 +180,7 @@ impl Runner {
             AttemptStart::Rescued { attempts } => {
                 let delay_ms = self.policy.delay_ms(attempts);
                 warn!(job_id = %job.job_id, event_id = %job.event_id, attempts, delay_ms, "rescued after a worker died");
-                if let Err(error) = self.store.retry_later(&job.job_id, delay_ms).await {
+                if let Err(error) = self.store.retry_later(&job.job_id, worker, delay_ms).await {
                     return error.into();
                 }
                 count("rescued");
@@ -213,7 +213,7 @@ impl Runner {
         let decision = self.policy.decide(attempt, &error);
         if let Err(store_error) = self
             .store
-            .fail_attempt(job, attempt, &error, decision)
+            .fail_attempt(job, worker, attempt, &error, decision)
             .await
         {
             // The attempt stays open; the next run records it as died and backs off.
@@ -235,7 +235,7 @@ impl Runner {
 
     /// Makes the job due again after [`STORE_FAILURE_PAUSE`], trying until the store answers or
     /// the worker stops.
-    async fn give_back(&self, job_id: &str, shutdown: &CancellationToken) {
+    async fn give_back(&self, job_id: &str, worker: &str, shutdown: &CancellationToken) {
         let mut pause = STORE_FAILURE_PAUSE;
         loop {
             tokio::select! {
@@ -243,7 +243,7 @@ impl Runner {
                 _ = shutdown.cancelled() => return,
             }
             let delay_ms = u64::try_from(STORE_FAILURE_PAUSE.as_millis()).unwrap_or(u64::MAX);
-            match self.store.retry_later(job_id, delay_ms).await {
+            match self.store.retry_later(job_id, worker, delay_ms).await {
                 Ok(()) => return,
                 Err(error) => warn!(job_id, %error, "could not give the job back yet"),
             }

@@ -63,7 +63,10 @@ impl Signal {
         loop {
             let ready = match self {
                 Signal::Pubsub(pubsub) => match pubsub.poll_next_unpin(cx) {
-                    Poll::Ready(Some(_)) => true,
+                    Poll::Ready(Some(Ok(_))) => true,
+                    // A listener that failed to connect says so once, then ends (renewed below):
+                    // no job came.
+                    Poll::Ready(Some(Err(_))) => continue,
                     Poll::Ready(None) if renewals == 0 => {
                         // The listener's connection is gone: listen again (polled at once, so
                         // it connects and registers the waker); the tick covers the gap.

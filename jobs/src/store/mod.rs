@@ -251,16 +251,23 @@ impl Store {
     pub async fn fail_attempt(
         &self,
         job: &JobRef,
+        worker: &str,
         attempt: u32,
         error: &PostError,
         decision: FailureDecision,
     ) -> Result<(), StoreError> {
-        on_backend!(self, store => store.fail_attempt(job, attempt, error, decision).await)
+        on_backend!(self, store => store.fail_attempt(job, worker, attempt, error, decision).await)
     }
 
-    /// Makes the job wait `delay_ms` before it is fetched again.
-    pub async fn retry_later(&self, job_id: &str, delay_ms: u64) -> Result<(), StoreError> {
-        on_backend!(self, store => store.retry_later(job_id, delay_ms).await)
+    /// Gives the job back to the queue, due in `delay_ms`, if `worker` still holds it (a job
+    /// rescued from a worker whose heartbeat lapsed belongs to whoever fetched it next).
+    pub async fn retry_later(
+        &self,
+        job_id: &str,
+        worker: &str,
+        delay_ms: u64,
+    ) -> Result<(), StoreError> {
+        on_backend!(self, store => store.retry_later(job_id, worker, delay_ms).await)
     }
 
     /// Dead-letters the event whose current job has an unreadable payload. `None` when no

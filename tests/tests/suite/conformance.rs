@@ -38,6 +38,7 @@ conformance!(
     a_restart_keeps_everything,
     each_job_ends_in_the_transaction_that_decides_it,
     a_group_of_postings_answers_each_job_as_if_alone,
+    only_the_worker_holding_a_job_gives_it_back,
     a_job_whose_attempt_died_starts_again_only_alone,
 );
 
@@ -651,6 +652,50 @@ async fn a_group_of_postings_answers_each_job_as_if_alone(backend: Backend) {
         app.scalar("SELECT count(*) FROM job_attempts WHERE outcome = 'died'")
             .await,
         3
+    );
+}
+
+/// A worker gives a job back to the queue (a retry, a rescue's backoff, a store failure) only
+/// while it still holds it: once the job was rescued from it and fetched by another worker, its
+/// late give-back changes nothing (it would unlock a job another worker is running).
+async fn only_the_worker_holding_a_job_gives_it_back(backend: Backend) {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::on(backend)
+    })
+    .await;
+    let body = charge("ch_1", "10.00", "0.30", "9.70");
+    assert_eq!(deliver(&app, "msg_1", &body).await.0, 200);
+    let job = app.job_of("msg_1").await;
+    let (workers, jobs) = match backend {
+        Backend::Postgres => ("apalis.workers", "apalis.jobs"),
+        Backend::Sqlite => ("Workers", "Jobs"),
+    };
+    app.exec(&format!(
+        "INSERT INTO {workers} (id, worker_type, storage_name) VALUES
+             ('worker-a', 'settle::PostSettlement', 'test'), ('worker-b', 'settle::PostSettlement', 'test');
+         UPDATE {jobs} SET status = 'Queued', lock_by = 'worker-b' WHERE id = '{}'",
+        job.job_id
+    ))
+    .await
+    .expect("worker-b holds the job");
+    app.store
+        .retry_later(&job.job_id, "worker-a", 60_000)
+        .await
+        .expect("late give-back");
+    assert_eq!(
+        app.job_row("msg_1").await,
+        Some(("Queued".to_owned(), false, false)),
+        "worker-a no longer holds the job: nothing changed"
+    );
+    app.store
+        .retry_later(&job.job_id, "worker-b", 60_000)
+        .await
+        .expect("give-back");
+    assert_eq!(
+        app.job_row("msg_1").await,
+        Some(("Pending".to_owned(), true, true)),
+        "pending, unlocked, due later"
     );
 }
 

@@ -242,6 +242,12 @@ impl PgStore {
                 },
             );
         }
+        if results.iter().any(Option::is_none) {
+            // Every job must have its own answer in its own place, or none is given.
+            return Err(
+                StoreError::Corrupt("a group posting left a job without an answer".into()).into(),
+            );
+        }
         tx.commit().await.map_err(StoreError::from)?;
         Ok(results.into_iter().flatten().collect())
     }
@@ -249,6 +255,7 @@ impl PgStore {
     pub(in crate::store) async fn fail_attempt(
         &self,
         job: &JobRef,
+        worker: &str,
         attempt: u32,
         error: &PostError,
         decision: FailureDecision,
@@ -262,7 +269,7 @@ impl PgStore {
         finish_attempt(&mut tx, job, attempt, outcome, Some(error)).await?;
         match decision {
             FailureDecision::RetryAfterMs(delay_ms) => {
-                retry_later(&mut tx, &job.job_id, delay_ms).await?
+                retry_later(&mut tx, &job.job_id, worker, delay_ms).await?
             }
             FailureDecision::DeadLetter(class) => {
                 if let Some((EventStatus::Recorded, current)) =
@@ -289,10 +296,11 @@ impl PgStore {
     pub(in crate::store) async fn retry_later(
         &self,
         job_id: &str,
+        worker: &str,
         delay_ms: u64,
     ) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await?;
-        retry_later(&mut conn, job_id, delay_ms).await
+        retry_later(&mut conn, job_id, worker, delay_ms).await
     }
 
     pub(in crate::store) async fn dead_letter_unreadable_job(
@@ -719,22 +727,25 @@ async fn finish_attempt(
     Ok(())
 }
 
-/// Gives the job back to the queue, due in `delay_ms` (any worker may fetch it then). A killed
-/// job stays killed, and a job whose row is gone (done) stays gone.
+/// Gives the job back to the queue, due in `delay_ms` (any worker may fetch it then), if
+/// `worker` still holds it: a job rescued from this worker (its heartbeat lapsed) belongs to
+/// whoever fetched it next. A killed job stays killed, a job whose row is gone stays gone.
 async fn retry_later(
     conn: &mut PgConnection,
     job_id: &str,
+    worker: &str,
     delay_ms: u64,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE apalis.jobs
          SET status = $3, run_at = now() + $2 * interval '1 millisecond', lock_by = NULL, lock_at = NULL
-         WHERE id = $1 AND status <> $4",
+         WHERE id = $1 AND lock_by = $5 AND status <> $4",
     )
     .bind(job_id)
     .bind(i64::try_from(delay_ms).unwrap_or(i64::MAX))
     .bind(QueueStatus::Pending.as_str())
     .bind(QueueStatus::Killed.as_str())
+    .bind(worker)
     .execute(&mut *conn)
     .await?;
     Ok(())

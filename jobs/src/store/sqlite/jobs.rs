@@ -145,6 +145,7 @@ impl SqliteStore {
     pub(in crate::store) async fn fail_attempt(
         &self,
         job: &JobRef,
+        worker: &str,
         attempt: u32,
         error: &PostError,
         decision: FailureDecision,
@@ -158,7 +159,7 @@ impl SqliteStore {
         finish_attempt(&mut tx, job, attempt, outcome, Some(error)).await?;
         match decision {
             FailureDecision::RetryAfterMs(delay_ms) => {
-                retry_later(&mut tx, &job.job_id, delay_ms).await?
+                retry_later(&mut tx, &job.job_id, worker, delay_ms).await?
             }
             FailureDecision::DeadLetter(class) => {
                 if let Some((EventStatus::Recorded, current)) =
@@ -185,10 +186,11 @@ impl SqliteStore {
     pub(in crate::store) async fn retry_later(
         &self,
         job_id: &str,
+        worker: &str,
         delay_ms: u64,
     ) -> Result<(), StoreError> {
         let mut tx = self.write().await?;
-        retry_later(&mut tx, job_id, delay_ms).await?;
+        retry_later(&mut tx, job_id, worker, delay_ms).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -554,23 +556,25 @@ async fn last_error(
     ))
 }
 
-/// Gives the job back to the queue, due in `delay_ms` (a killed job stays killed, a deleted one
-/// gone). apalis-sqlite counts `run_at` in whole seconds: a delay is rounded up to the next
-/// second.
+/// Gives the job back to the queue, due in `delay_ms`, if `worker` still holds it (a killed job
+/// stays killed, a deleted one gone). apalis-sqlite counts `run_at` in whole seconds: a delay is
+/// rounded up to the next second.
 async fn retry_later(
     conn: &mut SqliteConnection,
     job_id: &str,
+    worker: &str,
     delay_ms: u64,
 ) -> Result<(), StoreError> {
     let run_at = now().timestamp() + i64::try_from(delay_ms.div_ceil(1000)).unwrap_or(i64::MAX / 2);
     sqlx::query(
         "UPDATE Jobs SET status = ?3, run_at = ?2, lock_by = NULL, lock_at = NULL
-         WHERE id = ?1 AND status <> ?4",
+         WHERE id = ?1 AND lock_by = ?5 AND status <> ?4",
     )
     .bind(job_id)
     .bind(run_at)
     .bind(QueueStatus::Pending.as_str())
     .bind(QueueStatus::Killed.as_str())
+    .bind(worker)
     .execute(&mut *conn)
     .await?;
     Ok(())
