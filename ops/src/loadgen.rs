@@ -1,19 +1,22 @@
-//! `settle loadgen`: signed deliveries at a given concurrency and rate, with a share of
-//! redeliveries (some racing their original) and of conflicts; it reports throughput, latency
-//! and answers, and can check afterwards that the store holds exactly the events it should (no
-//! acknowledged delivery lost, none recorded twice).
+//! `settle loadgen`: signed deliveries at a given concurrency and rate, for a count of events or
+//! a duration, with a share of redeliveries (some racing their original) and of conflicts; it
+//! reports throughput, latency and answers, and can check afterwards that the store holds
+//! exactly the events it should (no acknowledged delivery lost, none recorded twice, every
+//! conflict kept).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde::Serialize;
 use serde_json::json;
-use tokio::sync::Mutex;
 
 use crate::sign;
+
+/// The most events one run may create (a duration run at full speed stops here).
+const EVENTS_MAX: usize = 10_000_000;
 
 /// Which provider's signing and payloads to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -42,13 +45,17 @@ pub struct LoadOptions {
     /// Deliveries per second across all senders (0: as fast as they go).
     #[arg(long, default_value_t = 0)]
     pub rate: u32,
-    /// Distinct events to deliver.
+    /// Distinct events to deliver (unless `--duration-secs` is given).
     #[arg(long, default_value_t = 1000)]
     pub count: usize,
-    /// Percent of events delivered again later (same bytes).
+    /// Deliver new events for this many seconds instead of a fixed count; the redeliveries and
+    /// conflicts of the last ones follow them.
+    #[arg(long)]
+    pub duration_secs: Option<u64>,
+    /// Percent of events delivered again later (same bytes, signed afresh).
     #[arg(long, default_value_t = 0)]
     pub redelivery_percent: u32,
-    /// Percent of events delivered twice at once (racing duplicates).
+    /// Percent of events delivered twice at once (racing duplicates, on two connections).
     #[arg(long, default_value_t = 0)]
     pub concurrent_duplicate_percent: u32,
     /// Percent of events delivered again with a different amount (a conflict).
@@ -64,7 +71,7 @@ pub struct LoadOptions {
 }
 
 /// One delivery to make.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Delivery {
     event: usize,
     variant: Variant,
@@ -72,8 +79,11 @@ struct Delivery {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Variant {
+    /// The event's first delivery; its redelivery and conflict wait until it is acknowledged.
     Original,
+    /// The same facts again (a redelivery or a racing duplicate).
     Duplicate,
+    /// The same event id with a different amount.
     Conflict,
 }
 
@@ -81,9 +91,13 @@ enum Variant {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LoadReport {
     pub deliveries: usize,
+    /// Distinct events delivered (the count, or what the duration allowed).
+    pub events: usize,
     pub elapsed_ms: u64,
     /// Answers per second over the whole run.
     pub throughput_per_sec: u64,
+    /// Latency of a delivery: from its send, or with `--rate` from when it was due (a stalled
+    /// server is not hidden by senders waiting on it).
     pub latency_us_p50: u64,
     pub latency_us_p95: u64,
     pub latency_us_p99: u64,
@@ -92,25 +106,85 @@ pub struct LoadReport {
     pub answers: BTreeMap<String, usize>,
     /// Events that got at least one 2xx (they must all be in the store).
     pub acknowledged_events: usize,
+    /// Events whose conflicting delivery got a definite answer (it must be kept for a person).
+    pub conflicted_events: usize,
     /// Deliveries still without a definite answer after the resend rounds.
     pub unanswered: usize,
     pub prefix: String,
+    /// When each event got its first 2xx, by event number.
+    #[serde(skip)]
+    pub acknowledged_at: Vec<Option<Instant>>,
 }
 
 impl LoadReport {
     pub fn count(&self, key: &str) -> usize {
         self.answers.get(key).copied().unwrap_or(0)
     }
+
+    /// The event number of an external id of this run (`{prefix}-{n}`, Adyen's with its code).
+    pub fn event_number(&self, external_id: &str) -> Option<usize> {
+        let id = external_id.strip_prefix("CAPTURE:").unwrap_or(external_id);
+        id.strip_prefix(self.prefix.as_str())?
+            .strip_prefix('-')?
+            .parse()
+            .ok()
+    }
+}
+
+/// What the senders tallied; each section under the lock is a few pushes.
+#[derive(Default)]
+struct Tally {
+    latencies_us: Vec<u64>,
+    answers: BTreeMap<String, usize>,
+    acknowledged_at: Vec<Option<Instant>>,
+    conflicted: BTreeSet<usize>,
+    unanswered: Vec<Delivery>,
 }
 
 struct Shared {
     options: LoadOptions,
     prefix: String,
     http: reqwest::Client,
-    latencies_us: Mutex<Vec<u64>>,
-    answers: Mutex<BTreeMap<String, usize>>,
-    acknowledged: Mutex<Vec<bool>>,
-    unanswered: Mutex<Vec<Delivery>>,
+    started: Instant,
+    /// New events stop at this instant (a duration run), else at `options.count`.
+    deadline: Option<Instant>,
+    next_event: AtomicUsize,
+    /// Pacing: the next free send slot (slot n is due at n / rate seconds after the start).
+    next_slot: AtomicU64,
+    /// Originals sent and not yet answered: their follow-ups may still come.
+    originals_in_flight: AtomicUsize,
+    /// Deliveries to make before any new event: follow-ups and resends.
+    queue: Mutex<VecDeque<Delivery>>,
+    tally: Mutex<Tally>,
+}
+
+impl Shared {
+    fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
+        self.tally.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<Delivery>> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn events_max(&self) -> usize {
+        if self.deadline.is_some() {
+            EVENTS_MAX
+        } else {
+            self.options.count.min(EVENTS_MAX)
+        }
+    }
+}
+
+/// What a sender does next.
+enum Next {
+    /// A new event's first delivery.
+    New(Delivery),
+    /// A queued follow-up or resend.
+    Send(Delivery),
+    /// Nothing to send yet, but an original in flight may still bring follow-ups.
+    Wait,
+    Done,
 }
 
 /// A deterministic pick in 0..100 for `event` and a salt (no randomness: runs repeat).
@@ -122,133 +196,163 @@ fn pick(event: usize, salt: u64) -> u32 {
 }
 
 pub async fn run(options: LoadOptions) -> anyhow::Result<LoadReport> {
-    if options.concurrency == 0 || options.count == 0 {
+    if options.concurrency == 0 || (options.count == 0 && options.duration_secs.is_none()) {
         bail!("--concurrency and --count must be positive");
+    }
+    if options.duration_secs == Some(0) {
+        bail!("--duration-secs must be positive");
     }
     let prefix = options
         .prefix
         .clone()
         .unwrap_or_else(|| format!("lg{}", ulid::Ulid::generate().to_string().to_lowercase()));
-    let mut first = Vec::with_capacity(options.count * 2);
-    let mut later = Vec::new();
-    for event in 0..options.count {
-        first.push(Delivery {
-            event,
-            variant: Variant::Original,
-        });
-        if pick(event, 1) < options.concurrent_duplicate_percent {
-            first.push(Delivery {
-                event,
-                variant: Variant::Duplicate,
-            });
-        }
-        if pick(event, 2) < options.redelivery_percent {
-            later.push(Delivery {
-                event,
-                variant: Variant::Duplicate,
-            });
-        }
-        if pick(event, 3) < options.conflict_percent {
-            later.push(Delivery {
-                event,
-                variant: Variant::Conflict,
-            });
-        }
-    }
+    let started = Instant::now();
     let shared = Arc::new(Shared {
         http: reqwest::Client::builder()
-            .pool_max_idle_per_host(options.concurrency)
+            .pool_max_idle_per_host(options.concurrency * 2)
             .build()?,
         prefix: prefix.clone(),
-        latencies_us: Mutex::new(Vec::with_capacity(first.len() + later.len())),
-        answers: Mutex::new(BTreeMap::new()),
-        acknowledged: Mutex::new(vec![false; options.count]),
-        unanswered: Mutex::new(Vec::new()),
+        started,
+        deadline: options
+            .duration_secs
+            .map(|secs| started + Duration::from_secs(secs)),
+        next_event: AtomicUsize::new(0),
+        next_slot: AtomicU64::new(0),
+        originals_in_flight: AtomicUsize::new(0),
+        queue: Mutex::new(VecDeque::new()),
+        tally: Mutex::new(Tally::default()),
         options,
     });
-    let started = Instant::now();
-    // Originals (and their racing duplicates) first; redeliveries and conflicts once every
-    // original was answered, so a conflict never beats its original.
-    send_all(&shared, first).await;
-    send_all(&shared, later).await;
+    send_all(&shared).await;
     for _ in 0..shared.options.resend_rounds {
-        let again = std::mem::take(&mut *shared.unanswered.lock().await);
+        let again = std::mem::take(&mut shared.tally().unanswered);
         if again.is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        send_all(&shared, again).await;
+        shared.queue().extend(again);
+        send_all(&shared).await;
     }
     let elapsed = started.elapsed();
-    let mut latencies = shared.latencies_us.lock().await.clone();
-    latencies.sort_unstable();
+    let events = shared
+        .next_event
+        .load(Ordering::SeqCst)
+        .min(shared.events_max());
+    let mut tally = std::mem::take(&mut *shared.tally());
+    tally.latencies_us.sort_unstable();
     let at = |q: usize| {
-        latencies
-            .get((latencies.len().saturating_sub(1)) * q / 100)
+        tally
+            .latencies_us
+            .get((tally.latencies_us.len().saturating_sub(1)) * q / 100)
             .copied()
             .unwrap_or(0)
     };
-    let deliveries = latencies.len();
+    let deliveries = tally.latencies_us.len();
     Ok(LoadReport {
         deliveries,
+        events,
         elapsed_ms: elapsed.as_millis() as u64,
         throughput_per_sec: (deliveries as u128 * 1000 / elapsed.as_millis().max(1)) as u64,
         latency_us_p50: at(50),
         latency_us_p95: at(95),
         latency_us_p99: at(99),
         latency_us_max: at(100),
-        answers: shared.answers.lock().await.clone(),
-        acknowledged_events: shared
-            .acknowledged
-            .lock()
-            .await
-            .iter()
-            .filter(|a| **a)
-            .count(),
-        unanswered: shared.unanswered.lock().await.len(),
+        acknowledged_events: tally.acknowledged_at.iter().flatten().count(),
+        conflicted_events: tally.conflicted.len(),
+        unanswered: tally.unanswered.len(),
+        answers: tally.answers,
+        acknowledged_at: tally.acknowledged_at,
         prefix,
     })
 }
 
-async fn send_all(shared: &Arc<Shared>, deliveries: Vec<Delivery>) {
-    let queue = Arc::new(deliveries);
-    let next = Arc::new(AtomicUsize::new(0));
-    let pace = shared.options.rate;
-    let start = Instant::now();
-    let senders = (0..shared.options.concurrency).map(|_| {
-        let (shared, queue, next) = (shared.clone(), queue.clone(), next.clone());
-        tokio::spawn(async move {
-            loop {
-                let index = next.fetch_add(1, Ordering::SeqCst);
-                let Some(delivery) = queue.get(index) else {
-                    return;
-                };
-                if pace > 0 {
-                    // Delivery `index` is due at index / rate seconds after the start.
-                    let due =
-                        start + Duration::from_micros(index as u64 * 1_000_000 / u64::from(pace));
-                    tokio::time::sleep_until(due.into()).await;
-                }
-                send(&shared, delivery).await;
-            }
-        })
-    });
-    for sender in senders.collect::<Vec<_>>() {
+/// Runs the senders until no new event is due and the queue of follow-ups is empty.
+async fn send_all(shared: &Arc<Shared>) {
+    let senders: Vec<_> = (0..shared.options.concurrency)
+        .map(|_| tokio::spawn(sender(shared.clone())))
+        .collect();
+    for sender in senders {
         let _ = sender.await;
     }
 }
 
-async fn send(shared: &Shared, delivery: &Delivery) {
+async fn sender(shared: Arc<Shared>) {
+    let rate = u64::from(shared.options.rate);
+    loop {
+        let due = (rate > 0).then(|| {
+            let slot = shared.next_slot.fetch_add(1, Ordering::SeqCst);
+            shared.started + Duration::from_micros(slot * 1_000_000 / rate)
+        });
+        if let Some(due) = due {
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let (delivery, new) = loop {
+            match next(&shared) {
+                Next::New(delivery) => break (delivery, true),
+                Next::Send(delivery) => break (delivery, false),
+                Next::Wait => tokio::time::sleep(Duration::from_millis(2)).await,
+                Next::Done => return,
+            }
+        };
+        let racing = new && pick(delivery.event, 1) < shared.options.concurrent_duplicate_percent;
+        if racing {
+            let duplicate = Delivery {
+                variant: Variant::Duplicate,
+                ..delivery
+            };
+            tokio::join!(send(&shared, delivery, due), send(&shared, duplicate, due));
+        } else {
+            send(&shared, delivery, due).await;
+        }
+        if delivery.variant == Variant::Original {
+            shared.originals_in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn next(shared: &Shared) -> Next {
+    if let Some(delivery) = pop(shared) {
+        return Next::Send(delivery);
+    }
+    let new_events = shared
+        .deadline
+        .is_none_or(|deadline| Instant::now() < deadline);
+    if new_events {
+        // Counted in flight before it is claimed, so no sender sees "nothing in flight" while
+        // an original is about to go out.
+        shared.originals_in_flight.fetch_add(1, Ordering::SeqCst);
+        let event = shared.next_event.fetch_add(1, Ordering::SeqCst);
+        if event < shared.events_max() {
+            return Next::New(Delivery {
+                event,
+                variant: Variant::Original,
+            });
+        }
+        shared.originals_in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+    if shared.originals_in_flight.load(Ordering::SeqCst) > 0 {
+        return Next::Wait;
+    }
+    // Follow-ups are queued before their original leaves the count: look once more.
+    pop(shared).map_or(Next::Done, Next::Send)
+}
+
+/// The next queued delivery; an original taken from the queue (a resend) counts as in flight.
+fn pop(shared: &Shared) -> Option<Delivery> {
+    let delivery = shared.queue().pop_front()?;
+    if delivery.variant == Variant::Original {
+        shared.originals_in_flight.fetch_add(1, Ordering::SeqCst);
+    }
+    Some(delivery)
+}
+
+/// A delivery's path, headers and body, signed now.
+fn signed(shared: &Shared, delivery: Delivery) -> (Vec<(String, String)>, String) {
     let o = &shared.options;
     let id = format!("{}-{}", shared.prefix, delivery.event);
-    let cents = 1_000
-        + (delivery.event % 9_000) as i64
-        + if delivery.variant == Variant::Conflict {
-            1
-        } else {
-            0
-        };
-    let (path, headers, body) = match o.provider {
+    let cents =
+        1_000 + (delivery.event % 9_000) as i64 + i64::from(delivery.variant == Variant::Conflict);
+    match o.provider {
         LoadProvider::Standard => {
             let gross = cents;
             let fee = gross * 3 / 100;
@@ -257,7 +361,7 @@ async fn send(shared: &Shared, delivery: &Delivery) {
                          "gross": minor(gross), "fee": minor(fee), "net": minor(gross - fee), "reference": id}})
             .to_string();
             let headers = sign::standard_headers(&o.secret, &id, sign::now(), body.as_bytes());
-            (format!("/webhooks/{}", o.source), headers, body)
+            (headers, body)
         }
         LoadProvider::Stripe => {
             let body = json!({"id": id, "object": "event", "type": "payout.paid", "created": 1_764_500_100,
@@ -265,30 +369,27 @@ async fn send(shared: &Shared, delivery: &Delivery) {
                 "amount": cents, "currency": "usd", "arrival_date": 1_764_500_000}}})
             .to_string();
             let header = sign::stripe_header(&o.secret, sign::now(), body.as_bytes());
-            (
-                format!("/webhooks/{}", o.source),
-                vec![("stripe-signature".to_owned(), header)],
-                body,
-            )
+            (vec![("stripe-signature".to_owned(), header)], body)
         }
         LoadProvider::Adyen => {
             let item = sign::adyen_item("CAPTURE", &id, cents, "EUR", "true");
-            (
-                format!("/webhooks/{}", o.source),
-                vec![],
-                sign::adyen_notification(&o.secret, &[item]),
-            )
+            (vec![], sign::adyen_notification(&o.secret, &[item]))
         }
-    };
+    }
+}
+
+async fn send(shared: &Shared, delivery: Delivery, due: Option<Instant>) {
+    let o = &shared.options;
+    let (headers, body) = signed(shared, delivery);
     let mut request = shared
         .http
-        .post(format!("{}{path}", o.url))
+        .post(format!("{}/webhooks/{}", o.url, o.source))
         .header("content-type", "application/json")
         .body(body);
     for (name, value) in headers {
         request = request.header(name, value);
     }
-    let started = Instant::now();
+    let clock = due.unwrap_or_else(Instant::now);
     let answer = match request.send().await {
         Ok(response) => {
             let status = response.status().as_u16();
@@ -302,24 +403,54 @@ async fn send(shared: &Shared, delivery: &Delivery) {
         }
         Err(_) => None,
     };
-    shared
+    let answered = Instant::now();
+    let status = answer.as_ref().map(|(status, _)| *status);
+    let mut tally = shared.tally();
+    tally
         .latencies_us
-        .lock()
-        .await
-        .push(started.elapsed().as_micros() as u64);
-    let key = answer
-        .as_ref()
-        .map(|(_, k)| k.clone())
-        .unwrap_or_else(|| "network error".into());
-    *shared.answers.lock().await.entry(key).or_default() += 1;
-    match answer {
-        Some((200..=299, _)) => {
-            if let Some(flag) = shared.acknowledged.lock().await.get_mut(delivery.event) {
-                *flag = true;
+        .push(answered.duration_since(clock).as_micros() as u64);
+    let key = answer.map_or_else(|| "network error".into(), |(_, key)| key);
+    *tally.answers.entry(key).or_default() += 1;
+    match status {
+        Some(200..=299) => {
+            if tally.acknowledged_at.len() <= delivery.event {
+                tally.acknowledged_at.resize(delivery.event + 1, None);
+            }
+            let first = tally.acknowledged_at[delivery.event].is_none();
+            if first {
+                tally.acknowledged_at[delivery.event] = Some(answered);
+            }
+            if delivery.variant == Variant::Conflict {
+                // Adyen answers a kept conflict `[accepted]`.
+                tally.conflicted.insert(delivery.event);
+            }
+            drop(tally);
+            if delivery.variant == Variant::Original {
+                follow_up(shared, delivery.event);
             }
         }
-        Some((409, _)) => {}
-        _ => shared.unanswered.lock().await.push(delivery.clone()),
+        Some(409) => {
+            tally.conflicted.insert(delivery.event);
+        }
+        _ => tally.unanswered.push(delivery),
+    }
+}
+
+/// Queues an acknowledged event's redelivery and conflict, if it has them.
+fn follow_up(shared: &Shared, event: usize) {
+    let o = &shared.options;
+    let mut queue = shared.queue();
+    if pick(event, 2) < o.redelivery_percent {
+        queue.push_back(Delivery {
+            event,
+            variant: Variant::Duplicate,
+        });
+    }
+    if pick(event, 3) < o.conflict_percent {
+        queue.push_back(Delivery {
+            event,
+            variant: Variant::Conflict,
+        });
     }
 }
 
@@ -327,29 +458,38 @@ fn minor(cents: i64) -> String {
     format!("{}.{:02}", cents / 100, cents % 100)
 }
 
-/// Checks the store holds exactly one event per acknowledged event of the run (and none for the
-/// others unless they were eventually acknowledged): nothing acknowledged lost, nothing twice.
+/// Checks the store against the run: every event of the run acknowledged and stored exactly
+/// once, nothing else stored under its prefix, and every conflict that was answered kept.
 pub async fn verify(
     store: &jobs::Store,
     options: &LoadOptions,
     report: &LoadReport,
-    expected_events: usize,
 ) -> anyhow::Result<()> {
     let prefix = match options.provider {
         LoadProvider::Adyen => format!("CAPTURE:{}-", report.prefix),
         _ => format!("{}-", report.prefix),
     };
-    let stored = store
-        .count_events_with_prefix(&options.source, &prefix)
-        .await?;
-    if report.acknowledged_events != expected_events {
+    let stored = store.load_run_counts(&options.source, &prefix).await?;
+    if report.acknowledged_events != report.events {
         bail!(
-            "{} of {expected_events} events were acknowledged",
-            report.acknowledged_events
+            "{} of {} events were acknowledged",
+            report.acknowledged_events,
+            report.events
         );
     }
-    if stored as usize != expected_events {
-        bail!("the store holds {stored} events of this run, expected {expected_events}");
+    if stored.events as usize != report.events {
+        bail!(
+            "the store holds {} events of this run, expected {}",
+            stored.events,
+            report.events
+        );
+    }
+    if stored.conflicted_events as usize != report.conflicted_events {
+        bail!(
+            "the store kept conflicts for {} events of this run, expected {}",
+            stored.conflicted_events,
+            report.conflicted_events
+        );
     }
     Ok(())
 }
@@ -357,8 +497,9 @@ pub async fn verify(
 pub fn print(report: &LoadReport) {
     let ms = |us: u64| format!("{}.{:01} ms", us / 1000, us % 1000 / 100);
     println!(
-        "{} deliveries in {} ms: {}/s; latency p50 {}, p95 {}, p99 {}, max {}",
+        "{} deliveries of {} events in {} ms: {}/s; latency p50 {}, p95 {}, p99 {}, max {}",
         report.deliveries,
+        report.events,
         report.elapsed_ms,
         report.throughput_per_sec,
         ms(report.latency_us_p50),
@@ -370,8 +511,8 @@ pub fn print(report: &LoadReport) {
         println!("  {count:>8}  {answer}");
     }
     println!(
-        "  {} events acknowledged, {} deliveries unanswered",
-        report.acknowledged_events, report.unanswered
+        "  {} events acknowledged, {} with a conflict answered, {} deliveries unanswered",
+        report.acknowledged_events, report.conflicted_events, report.unanswered
     );
 }
 
@@ -381,7 +522,6 @@ pub async fn command(
     database_url: Option<String>,
     json: bool,
 ) -> anyhow::Result<()> {
-    let count = options.count;
     let report = run(options.clone()).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -392,10 +532,13 @@ pub async fn command(
         let store = jobs::Store::connect(&url, &jobs::StoreOptions::default())
             .await
             .context("cannot connect to verify")?;
-        let result = verify(&store, &options, &report, count).await;
+        let result = verify(&store, &options, &report).await;
         store.close().await;
         result?;
-        println!("verified: the store holds exactly the {count} events of this run");
+        println!(
+            "verified: the store holds exactly the {} events of this run and every conflict answered",
+            report.events
+        );
     }
     Ok(())
 }

@@ -34,6 +34,7 @@ fn load(url: &str, concurrency: usize, count: usize, rate: u32) -> LoadOptions {
         concurrency,
         rate,
         count,
+        duration_secs: None,
         redelivery_percent: 0,
         concurrent_duplicate_percent: 0,
         conflict_percent: 0,
@@ -86,17 +87,13 @@ fn bench_config(scratch: &Scratch, url: &str, extra: &str, workers: &str) -> std
     scratch.write("settle.toml", &config_toml(url, &options))
 }
 
+/// `settle verify` (the binary) on the store a benchmark filled; the suite stops if it fails.
 async fn verify(url: &str) -> bool {
-    let store = jobs::Store::connect(url, &jobs::StoreOptions::default())
-        .await
-        .expect("connect");
-    let ok = store
-        .verify()
-        .await
-        .expect("verify")
-        .iter()
-        .all(|c| c.violations == 0);
-    store.close().await;
+    let scratch = Scratch::new();
+    let config = bench_config(&scratch, url, "migrate_on_start = false", "");
+    let (ok, report) = tests::process::run_settle(&config, url, &["verify"]).await;
+    assert!(ok, "settle verify failed on {url}:\n{report}");
+    println!("  settle verify: every invariant holds");
     ok
 }
 
@@ -155,13 +152,18 @@ async fn ingress(url: &str, levels: &[(usize, usize)]) -> (Vec<Value>, i64) {
             "{:?}",
             report.answers
         );
-        rows.push(json!({"senders": concurrency, "per_sec": report.throughput_per_sec,
-            "p50_ms": ms(report.latency_us_p50), "p99_ms": ms(report.latency_us_p99), "max_ms": ms(report.latency_us_max)}));
+        rows.push(
+            json!({"senders": concurrency, "per_sec": report.throughput_per_sec,
+            "p50_ms": ms(report.latency_us_p50), "p95_ms": ms(report.latency_us_p95),
+            "p99_ms": ms(report.latency_us_p99), "max_ms": ms(report.latency_us_max)}),
+        );
         println!(
-            "  ingress {concurrency:>2} senders: {:>6}/s  p50 {}  p99 {}",
+            "  ingress {concurrency:>2} senders: {:>6}/s  p50 {}  p95 {}  p99 {}  max {}",
             report.throughput_per_sec,
             ms(report.latency_us_p50),
-            ms(report.latency_us_p99)
+            ms(report.latency_us_p95),
+            ms(report.latency_us_p99),
+            ms(report.latency_us_max)
         );
     }
     let rss = peak_rss_kib(&process);
@@ -374,7 +376,51 @@ async fn bare_queue(db: &TestDb, batch_size: usize, concurrency: usize) -> i64 {
     per_sec
 }
 
-/// 3: `settle serve` at a steady rate; recorded -> posted latency from the store's own stamps.
+/// The value at quantile `q` (0-100) of sorted values.
+fn quantile(sorted: &[u64], q: usize) -> u64 {
+    sorted
+        .get(sorted.len().saturating_sub(1) * q / 100)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Hears each posting as it commits: a bench-only trigger NOTIFYs the event's external id when
+/// its status becomes `posted`, and PostgreSQL delivers a NOTIFY when its transaction commits.
+async fn hear_postings(
+    url: &str,
+    expected: usize,
+) -> tokio::task::JoinHandle<Vec<(String, Instant)>> {
+    let pool = sqlx::PgPool::connect(url).await.expect("pg");
+    sqlx::raw_sql(
+        "CREATE FUNCTION bench_posted() RETURNS trigger AS $$
+         BEGIN PERFORM pg_notify('bench_posted', NEW.external_id); RETURN NULL; END $$ LANGUAGE plpgsql;
+         CREATE TRIGGER bench_posted AFTER UPDATE OF status ON settlement_events FOR EACH ROW
+         WHEN (NEW.status = 'posted' AND OLD.status <> 'posted') EXECUTE FUNCTION bench_posted();",
+    )
+    .execute(&pool)
+    .await
+    .expect("bench trigger");
+    pool.close().await;
+    let mut listener = sqlx::postgres::PgListener::connect(url)
+        .await
+        .expect("listener");
+    listener.listen("bench_posted").await.expect("listen");
+    tokio::spawn(async move {
+        let mut heard = Vec::with_capacity(expected);
+        while heard.len() < expected {
+            match tokio::time::timeout(Duration::from_secs(120), listener.recv()).await {
+                Ok(Ok(notification)) => {
+                    heard.push((notification.payload().to_owned(), Instant::now()));
+                }
+                _ => break,
+            }
+        }
+        heard
+    })
+}
+
+/// 3: `settle serve` at a steady rate: from each 2xx the sender got to its posting's commit
+/// (heard by a listener), and from the store's own stamps.
 async fn end_to_end(url: &str, rate: u32, seconds: u32) -> (Value, i64) {
     let scratch = Scratch::new();
     let config = bench_config(&scratch, url, "", "");
@@ -390,19 +436,31 @@ async fn end_to_end(url: &str, rate: u32, seconds: u32) -> (Value, i64) {
     let base = format!("http://{listen}");
     wait_ready(&base).await;
     let count_events = (rate * seconds) as usize;
+    let heard = hear_postings(url, count_events).await;
     let report = ops::loadgen::run(load(&base, 32, count_events, rate))
         .await
         .expect("load");
     assert_eq!(report.count("200 recorded"), count_events);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while count(url, "SELECT count(*) FROM journal_entries").await < count_events as i64 {
-        assert!(Instant::now() < deadline, "not everything posted");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let heard = heard.await.expect("listener");
+    let mut lags_us: Vec<u64> = heard
+        .iter()
+        .filter_map(|(external_id, posted)| {
+            let event = report.event_number(external_id)?;
+            let acknowledged = (*report.acknowledged_at.get(event)?)?;
+            Some(posted.saturating_duration_since(acknowledged).as_micros() as u64)
+        })
+        .collect();
+    assert_eq!(lags_us.len(), count_events, "every event heard posted");
+    lags_us.sort_unstable();
+    let (p50, p95, p99, max) = (
+        quantile(&lags_us, 50),
+        quantile(&lags_us, 95),
+        quantile(&lags_us, 99),
+        quantile(&lags_us, 100),
+    );
     let pool = sqlx::PgPool::connect(url).await.expect("pg");
-    let (p50, p99, max): (i64, i64, i64) = sqlx::query_as(
-        "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY lag)::bigint, percentile_disc(0.99) WITHIN GROUP (ORDER BY lag)::bigint,
-                max(lag)::bigint
+    let (stamp_p50, stamp_p99): (i64, i64) = sqlx::query_as(
+        "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY lag)::bigint, percentile_disc(0.99) WITHIN GROUP (ORDER BY lag)::bigint
          FROM (SELECT extract(epoch FROM je.recorded_at - e.received_at) * 1000000 AS lag
                FROM settlement_events e JOIN journal_entries je ON je.id = e.posted_entry_id) lags",
     )
@@ -413,15 +471,86 @@ async fn end_to_end(url: &str, rate: u32, seconds: u32) -> (Value, i64) {
     let rss = peak_rss_kib(&process);
     drop(process);
     println!(
-        "  end to end at {rate}/s: recorded -> posted p50 {} ms, p99 {} ms, max {} ms; ingress p99 {} ms",
-        ms(p50 as u64),
-        ms(p99 as u64),
-        ms(max as u64),
+        "  end to end at {rate}/s: 2xx -> posting committed p50 {} ms, p95 {} ms, p99 {} ms, max {} ms; ingress p99 {} ms",
+        ms(p50),
+        ms(p95),
+        ms(p99),
+        ms(max),
         ms(report.latency_us_p99)
     );
+    println!(
+        "  (store stamps, recorded -> posting began: p50 {} ms, p99 {} ms)",
+        ms(stamp_p50 as u64),
+        ms(stamp_p99 as u64)
+    );
     (
-        json!({"rate_per_sec": rate, "p50_ms": ms(p50 as u64), "p99_ms": ms(p99 as u64), "max_ms": ms(max as u64),
-            "ingress_p99_ms": ms(report.latency_us_p99)}),
+        json!({"rate_per_sec": rate, "p50_ms": ms(p50), "p95_ms": ms(p95), "p99_ms": ms(p99), "max_ms": ms(max),
+            "ingress_p99_ms": ms(report.latency_us_p99),
+            "store_stamps_p50_ms": ms(stamp_p50 as u64), "store_stamps_p99_ms": ms(stamp_p99 as u64)}),
+        rss,
+    )
+}
+
+/// 1 (and 4): `settle serve`, its workers posting beside the ingress, under a provider's
+/// mix of redeliveries, racing duplicates and conflicts: the process the RSS target names.
+async fn serve_under_mixed_load(url: &str, senders: usize, events: usize) -> (Value, i64) {
+    let scratch = Scratch::new();
+    let config = bench_config(&scratch, url, "", "");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let process = spawn_settle(
+        &scratch,
+        "serve",
+        &config,
+        url,
+        &["serve", "--listen", &listen],
+        &[],
+    );
+    let base = format!("http://{listen}");
+    wait_ready(&base).await;
+    let options = LoadOptions {
+        redelivery_percent: 20,
+        concurrent_duplicate_percent: 5,
+        conflict_percent: 1,
+        resend_rounds: 3,
+        ..load(&base, senders, events, 0)
+    };
+    let report = ops::loadgen::run(options.clone()).await.expect("load");
+    assert_eq!(report.unanswered, 0, "{:?}", report.answers);
+    let store = jobs::Store::connect(url, &jobs::StoreOptions::default())
+        .await
+        .expect("connect");
+    ops::loadgen::verify(&store, &options, &report)
+        .await
+        .expect("the store holds exactly the run's events and conflicts");
+    store.close().await;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while count(url, "SELECT count(*) FROM journal_entries").await < events as i64 {
+        assert!(Instant::now() < deadline, "not everything posted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rss = peak_rss_kib(&process);
+    drop(process);
+    println!(
+        "  settle serve {senders} senders, 20 % redelivered, 5 % racing, 1 % conflicting: {} deliveries ({} events) at {}/s  p50 {}  p95 {}  p99 {}  max {}; peak RSS {} MiB",
+        report.deliveries,
+        report.events,
+        report.throughput_per_sec,
+        ms(report.latency_us_p50),
+        ms(report.latency_us_p95),
+        ms(report.latency_us_p99),
+        ms(report.latency_us_max),
+        rss / 1024
+    );
+    let answers: serde_json::Map<String, Value> = report
+        .answers
+        .iter()
+        .map(|(answer, n)| (answer.clone(), json!(n)))
+        .collect();
+    (
+        json!({"senders": senders, "deliveries": report.deliveries, "events": report.events,
+            "per_sec": report.throughput_per_sec, "p50_ms": ms(report.latency_us_p50),
+            "p95_ms": ms(report.latency_us_p95), "p99_ms": ms(report.latency_us_p99),
+            "max_ms": ms(report.latency_us_max), "answers": answers, "peak_rss_mib": rss / 1024}),
         rss,
     )
 }
@@ -455,6 +584,11 @@ async fn part_ingress(levels: &[(usize, usize)], results: &mut serde_json::Map<S
         json!(verify(&db.url).await),
     );
     results.insert("ingress_peak_rss_mib".into(), json!(ingress_rss / 1024));
+    let db = TestDb::create().await;
+    let (serve, serve_rss) = serve_under_mixed_load(&db.url, 64, 8_000).await;
+    results.insert("serve_mixed_ingress".into(), serve);
+    results.insert("serve_mixed_verified".into(), json!(verify(&db.url).await));
+    results.insert("serve_ingress_peak_rss_mib".into(), json!(serve_rss / 1024));
 }
 
 /// The drain's worker settings: `concurrency = 32`, `batch_size = 64` unless

@@ -35,6 +35,14 @@ pub struct Gauges {
     pub open_dead_letters: Vec<(String, i64)>,
 }
 
+/// What a load run left in the store ([`Store::load_run_counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadRunCounts {
+    pub events: i64,
+    /// Events of the run with at least one conflicting delivery kept in `event_conflicts`.
+    pub conflicted_events: i64,
+}
+
 /// One invariant checked by [`Store::verify`].
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Check {
@@ -422,13 +430,14 @@ impl Store {
             .collect())
     }
 
-    /// Events of `source` whose external id starts with `prefix` (load runs name theirs so).
-    pub async fn count_events_with_prefix(
+    /// What a load run left in the store: its events (those of `source` whose external id
+    /// starts with `prefix`, as load runs name theirs) and how many of them have a conflict kept.
+    pub async fn load_run_counts(
         &self,
         source: &str,
         prefix: &str,
-    ) -> Result<i64, StoreError> {
-        on_backend!(self, store => store.count_events_with_prefix(source, prefix).await)
+    ) -> Result<LoadRunCounts, StoreError> {
+        on_backend!(self, store => store.load_run_counts(source, prefix).await)
     }
 
     /// Checks DESIGN §9's invariants against what is stored.

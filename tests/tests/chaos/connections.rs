@@ -84,6 +84,7 @@ async fn killing_every_settle_connection_every_second_loses_and_doubles_nothing(
         concurrency: 32,
         rate: 0,
         count: events,
+        duration_secs: None,
         redelivery_percent: 10,
         concurrent_duplicate_percent: 5,
         conflict_percent: 0,
@@ -99,7 +100,7 @@ async fn killing_every_settle_connection_every_second_loses_and_doubles_nothing(
     let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
         .await
         .expect("store");
-    ops::loadgen::verify(&store, &load, &loaded, events)
+    ops::loadgen::verify(&store, &load, &loaded)
         .await
         .expect("the store holds exactly the acknowledged events");
     store.close().await;

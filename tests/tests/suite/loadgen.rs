@@ -12,6 +12,7 @@ fn options(url: String, source: &str, provider: LoadProvider, secret: &str) -> L
         concurrency: 16,
         rate: 0,
         count: 200,
+        duration_secs: None,
         redelivery_percent: 10,
         concurrent_duplicate_percent: 10,
         conflict_percent: 5,
@@ -36,9 +37,14 @@ async fn a_small_load_records_every_event_once_for_each_provider_and_backend() {
                 "{backend:?} {source}: {:?}",
                 report.answers
             );
-            verify(&app.store, &options, &report, 200)
+            assert_eq!(report.events, 200, "{backend:?} {source}");
+            verify(&app.store, &options, &report)
                 .await
                 .unwrap_or_else(|e| panic!("{backend:?} {source}: {e}"));
+            assert!(
+                report.conflicted_events > 0,
+                "{backend:?} {source}: conflicts were sent, answered and kept"
+            );
             let recorded = report.count("200 recorded") + report.count("200 [accepted]");
             assert!(
                 recorded >= 200,
@@ -52,9 +58,10 @@ async fn a_small_load_records_every_event_once_for_each_provider_and_backend() {
                     "{backend:?} {source}: {:?}",
                     report.answers
                 );
-                assert!(
-                    report.count("409 event_conflict") > 0,
-                    "conflicts were sent and answered 409"
+                assert_eq!(
+                    report.count("409 event_conflict"),
+                    report.conflicted_events,
+                    "each conflict answered 409"
                 );
                 assert!(report.count("200 duplicate") > 0, "redeliveries replayed");
             }
@@ -62,4 +69,55 @@ async fn a_small_load_records_every_event_once_for_each_provider_and_backend() {
         app.wait_settled(60).await;
         assert!(app.failed_invariants().await.is_empty(), "{backend:?}");
     }
+}
+
+#[tokio::test]
+async fn a_paced_load_for_a_duration_outlasts_its_count_and_keeps_to_its_rate() {
+    let app = spawn(AppOptions::on(Backend::Postgres)).await;
+    let options = LoadOptions {
+        rate: 100,
+        duration_secs: Some(2),
+        // Ignored for a duration: a run that stopped at the count would send only these.
+        count: 5,
+        ..options(app.url(""), "std", LoadProvider::Standard, STANDARD_SECRET)
+    };
+    let report = run(options.clone()).await.expect("load runs");
+    // New events go out only in the rate's slots due within the duration: at most 200, some of
+    // those slots taken by redeliveries and conflicts.
+    assert!(
+        report.events > 5 && report.events <= 200,
+        "{} events in a 2 s run at 100/s",
+        report.events
+    );
+    assert_eq!(report.unanswered, 0, "{:?}", report.answers);
+    assert_eq!(report.count("200 recorded"), report.events);
+    verify(&app.store, &options, &report)
+        .await
+        .expect("the store holds exactly the run's events");
+    assert!(
+        report
+            .acknowledged_at
+            .iter()
+            .take(report.events)
+            .all(Option::is_some),
+        "every event's acknowledgement is timed"
+    );
+}
+
+#[tokio::test]
+async fn verification_fails_against_a_store_that_lacks_the_run() {
+    let app = spawn(AppOptions::on(Backend::Postgres)).await;
+    let elsewhere = spawn(AppOptions::on(Backend::Sqlite)).await;
+    let options = LoadOptions {
+        count: 20,
+        ..options(app.url(""), "std", LoadProvider::Standard, STANDARD_SECRET)
+    };
+    let report = run(options.clone()).await.expect("load runs");
+    verify(&app.store, &options, &report)
+        .await
+        .expect("the store that took the load holds it");
+    let error = verify(&elsewhere.store, &options, &report)
+        .await
+        .expect_err("an empty store cannot hold the run");
+    assert!(error.to_string().contains("holds 0 events"), "{error}");
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 
-use super::{StoreError, StoreOptions};
+use super::{LoadRunCounts, StoreError, StoreOptions};
 use crate::ids::EventId;
 use crate::record::{NewEvent, Recorded};
 use record::record_one;
@@ -80,18 +80,24 @@ impl PgStore {
         }
     }
 
-    pub(super) async fn count_events_with_prefix(
+    pub(super) async fn load_run_counts(
         &self,
         source: &str,
         prefix: &str,
-    ) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT count(*) FROM settlement_events WHERE source = $1 AND substr(external_id, 1, length($2)) = $2",
+    ) -> Result<LoadRunCounts, StoreError> {
+        let (events, conflicted_events): (i64, i64) = sqlx::query_as(
+            "SELECT count(*),
+                    count(*) FILTER (WHERE EXISTS (SELECT 1 FROM event_conflicts c WHERE c.event_id = e.id))
+             FROM settlement_events e WHERE source = $1 AND substr(external_id, 1, length($2)) = $2",
         )
         .bind(source)
         .bind(prefix)
         .fetch_one(&self.pool)
-        .await?)
+        .await?;
+        Ok(LoadRunCounts {
+            events,
+            conflicted_events,
+        })
     }
 
     pub(super) async fn external_id(

@@ -22,7 +22,7 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, Transaction};
 use tokio::sync::Notify;
 
-use super::{StoreError, StoreOptions, content_columns};
+use super::{LoadRunCounts, StoreError, StoreOptions, content_columns};
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConflictId, EventId};
 use crate::job::POST_SETTLEMENT_QUEUE;
@@ -154,18 +154,24 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(super) async fn count_events_with_prefix(
+    pub(super) async fn load_run_counts(
         &self,
         source: &str,
         prefix: &str,
-    ) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT count(*) FROM settlement_events WHERE source = ?1 AND substr(external_id, 1, length(?2)) = ?2",
+    ) -> Result<LoadRunCounts, StoreError> {
+        let (events, conflicted_events): (i64, i64) = sqlx::query_as(
+            "SELECT count(*),
+                    coalesce(sum(EXISTS (SELECT 1 FROM event_conflicts c WHERE c.event_id = e.id)), 0)
+             FROM settlement_events e WHERE source = ?1 AND substr(external_id, 1, length(?2)) = ?2",
         )
         .bind(source)
         .bind(prefix)
         .fetch_one(&self.pool)
-        .await?)
+        .await?;
+        Ok(LoadRunCounts {
+            events,
+            conflicted_events,
+        })
     }
 
     pub(super) async fn external_id(
