@@ -5,6 +5,7 @@
 
 mod error;
 mod provider;
+mod recorder;
 mod source;
 mod webhook;
 
@@ -13,11 +14,13 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::post;
 use jobs::Store;
+use recorder::Recorder;
 
 pub use error::IngressError;
 #[doc(hidden)]
 pub use provider::fuzzing;
 pub use provider::signature::SignatureError;
+pub use recorder::IngressSettings;
 pub use source::{Provider, Secret, Source, SourceError, Sources};
 
 /// The default limit on a webhook body.
@@ -26,15 +29,21 @@ pub const BODY_BYTES_MAX_DEFAULT: usize = 256 * 1024;
 /// The ingress role's state: where to record, and which sources exist.
 #[derive(Clone, Debug)]
 pub struct Ingress {
-    store: Store,
+    recorder: Arc<Recorder>,
     sources: Arc<Sources>,
     body_bytes_max: usize,
 }
 
 impl Ingress {
-    pub fn new(store: Store, sources: Sources, body_bytes_max: usize) -> Self {
+    /// Spawns the recording group loop, so it must be called on a tokio runtime.
+    pub fn new(
+        store: Store,
+        sources: Sources,
+        body_bytes_max: usize,
+        settings: &IngressSettings,
+    ) -> Self {
         Self {
-            store,
+            recorder: Arc::new(Recorder::spawn(store, settings)),
             sources: Arc::new(sources),
             body_bytes_max,
         }

@@ -79,9 +79,9 @@ async fn handle(
             }
             return Ok(Json(json!({"status": "ignored"})).into_response());
         }
-        Adapted::Events(events) => events,
+        Adapted::Events(events) => std::sync::Arc::new(events),
     };
-    let outcomes = ingress.store.record(&events).await.map_err(|error| {
+    let outcomes = ingress.recorder.record(&events).await.map_err(|error| {
         warn!(error = %error, transient = error.is_transient(), "recording failed");
         IngressError::Unavailable
     })?;

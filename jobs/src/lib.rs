@@ -4,6 +4,7 @@
 pub mod event;
 pub mod finance;
 pub mod fingerprint;
+pub mod group;
 pub mod ids;
 pub mod job;
 pub mod money;

@@ -48,6 +48,8 @@ pub struct App {
 impl App {
     /// Binds the listener first (port 0 picks a free one), then connects and migrates.
     pub async fn build(config: &Config, role: Role) -> anyhow::Result<App> {
+        // The recorder first: what is counted before the first scrape must not be lost.
+        crate::telemetry::metrics();
         let listener = match role.serves_http() {
             true => Some(
                 TcpListener::bind(config.listen)
@@ -74,7 +76,15 @@ impl App {
         let worker_health = workers.as_ref().map(Workers::health);
         let mut router = Router::new()
             .merge(health::router(store.clone(), worker_health))
-            .merge(Ingress::new(store.clone(), sources, config.body_bytes_max).router());
+            .merge(
+                Ingress::new(
+                    store.clone(),
+                    sources,
+                    config.body_bytes_max,
+                    &config.ingress,
+                )
+                .router(),
+            );
         if role == Role::Serve {
             let tokens = Arc::new(config.api_tokens()?);
             router = router

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
-use ingress::{Provider, Secret, Source, Sources};
+use ingress::{IngressSettings, Provider, Secret, Source, Sources};
 use jobs::posting::{AccountOverrides, Accounts};
 use jobs::{PostingRules, SourceName, StoreOptions};
 use serde::Deserialize;
@@ -41,6 +41,8 @@ pub struct Config {
     pub database: DatabaseConfig,
     #[serde(default)]
     pub sources: Vec<SourceConfig>,
+    #[serde(default)]
+    pub ingress: IngressSettings,
     #[serde(default)]
     pub workers: WorkerSettings,
     /// Bearer tokens of the ops/finance API.
@@ -148,6 +150,7 @@ impl Config {
             bail!("body_bytes_max must be positive");
         }
         self.sources()?;
+        self.ingress.validate().map_err(anyhow::Error::msg)?;
         self.workers.validate().map_err(anyhow::Error::msg)?;
         self.api_tokens()?;
         Ok(())

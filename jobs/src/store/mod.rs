@@ -168,6 +168,18 @@ impl Store {
         on_backend!(self, store => store.record(events).await)
     }
 
+    /// Inserts each of `events` whose natural key is free, with its job, all with one commit
+    /// (group commit for deliveries of one event each): the new event's id for each inserted,
+    /// `None` for each whose key was taken (by an event already stored, or by an earlier one of
+    /// the same call); [`Store::record`] then tells a replay from a conflict. All or nothing;
+    /// returns only after COMMIT.
+    pub async fn record_new(
+        &self,
+        events: &[&NewEvent],
+    ) -> Result<Vec<Option<EventId>>, StoreError> {
+        on_backend!(self, store => store.record_new(events).await)
+    }
+
     /// The pool the job queue's own backend runs on (apalis needs the concrete pool).
     pub fn queue_pool(&self) -> QueuePool {
         match &self.backend {

@@ -40,6 +40,8 @@ conformance!(
     a_group_of_postings_answers_each_job_as_if_alone,
     only_the_worker_holding_a_job_gives_it_back,
     a_job_whose_attempt_died_starts_again_only_alone,
+    a_group_of_deliveries_inserts_only_free_keys_with_one_commit,
+    a_delivery_the_database_refuses_fails_alone_not_its_group,
 );
 
 async fn deliver(app: &TestApp, id: &str, body: &str) -> (u16, Value) {
@@ -758,4 +760,222 @@ async fn a_job_whose_attempt_died_starts_again_only_alone(backend: Backend) {
         AttemptStart::NothingToDo
     );
     assert!(app.failed_invariants().await.is_empty());
+}
+
+/// A canonical `charge_settled` event as the ingress hands it to the store.
+fn new_charge(external_id: &str, movement_id: &str, gross: &str) -> jobs::NewEvent {
+    let body: Value =
+        serde_json::from_str(&charge(movement_id, gross, "0.00", gross)).expect("json");
+    let data = body["data"].as_object().expect("data").clone();
+    let event = jobs::SettlementEvent::from_canonical(jobs::Kind::ChargeSettled, &data)
+        .expect("valid facts");
+    jobs::NewEvent {
+        source: jobs::SourceName::parse("std").expect("source"),
+        external_id: jobs::ExternalId::parse(external_id).expect("id"),
+        payload: body.to_string(),
+        content: jobs::Content::Valid(event),
+    }
+}
+
+async fn a_group_of_deliveries_inserts_only_free_keys_with_one_commit(backend: Backend) {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::on(backend)
+    })
+    .await;
+    let stored = new_charge("msg_stored", "ch_s", "10.00");
+    assert!(matches!(
+        app.store
+            .record(std::slice::from_ref(&stored))
+            .await
+            .expect("record")[..],
+        [jobs::Recorded::New(_)]
+    ));
+    let group = [
+        new_charge("msg_a", "ch_a", "10.00"),
+        stored.clone(),
+        new_charge("msg_stored", "ch_s", "11.00"),
+        new_charge("msg_b", "ch_b", "10.00"),
+        new_charge("msg_b", "ch_b", "12.00"),
+    ];
+    let refs: Vec<&jobs::NewEvent> = group.iter().collect();
+    let inserted = app.store.record_new(&refs).await.expect("group");
+    let new: Vec<bool> = inserted.iter().map(Option::is_some).collect();
+    assert_eq!(
+        new,
+        [true, false, false, true, false],
+        "free keys inserted once, taken ones (stored, or earlier in the group) left alone"
+    );
+    assert_eq!(app.count("settlement_events").await, 3);
+    assert_eq!(app.jobs().await, 3, "one job per new event");
+    assert_eq!(
+        app.count("event_conflicts").await,
+        0,
+        "nothing written for taken keys"
+    );
+    let amount = app
+        .texts("SELECT CAST(facts AS TEXT) FROM settlement_events WHERE external_id = 'msg_b'")
+        .await;
+    assert!(
+        amount[0].contains("\"10.00\""),
+        "the group's first msg_b won: {amount:?}"
+    );
+    // What the group left to `record` is told apart there, as for a delivery alone.
+    let replays: Vec<Vec<jobs::Recorded>> = futures::future::join_all(
+        [&group[1], &group[2], &group[4]]
+            .map(|event| app.store.record(std::slice::from_ref(event))),
+    )
+    .await
+    .into_iter()
+    .map(|r| r.expect("record"))
+    .collect();
+    assert!(matches!(replays[0][..], [jobs::Recorded::Duplicate(_)]));
+    assert!(matches!(replays[1][..], [jobs::Recorded::Conflict { .. }]));
+    assert!(matches!(replays[2][..], [jobs::Recorded::Conflict { .. }]));
+    assert_eq!(app.count("event_conflicts").await, 2);
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+/// Holds the database's write side (PostgreSQL: a lock on `settlement_events` that inserts wait
+/// for; SQLite: the write lock) until the returned guard's task is told to let go.
+async fn hold_writes(app: &TestApp) -> tokio::sync::oneshot::Sender<()> {
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let (held, holding) = tokio::sync::oneshot::channel::<()>();
+    match app.backend() {
+        Backend::Postgres => {
+            let pool = app.pg().clone();
+            tokio::spawn(async move {
+                let mut tx = pool.begin().await.expect("begin");
+                sqlx::query("LOCK TABLE settlement_events IN SHARE MODE")
+                    .execute(&mut *tx)
+                    .await
+                    .expect("lock");
+                let _ = held.send(());
+                let _ = released.await;
+                tx.rollback().await.expect("release");
+            });
+        }
+        Backend::Sqlite => {
+            let url = app.database_url();
+            tokio::spawn(async move {
+                use sqlx::Connection;
+                let mut conn = sqlx::SqliteConnection::connect(&url).await.expect("open");
+                sqlx::raw_sql("BEGIN IMMEDIATE")
+                    .execute(&mut conn)
+                    .await
+                    .expect("write lock");
+                let _ = held.send(());
+                let _ = released.await;
+                sqlx::raw_sql("ROLLBACK")
+                    .execute(&mut conn)
+                    .await
+                    .expect("release");
+            });
+        }
+    }
+    holding.await.expect("holding");
+    release
+}
+
+/// `(count, sum)` of a summary or histogram on `/metrics`.
+async fn metric_count_and_sum(app: &TestApp, name: &str) -> (f64, f64) {
+    let text = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let read = |series: String| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series.as_str())?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    (read(format!("{name}_count ")), read(format!("{name}_sum ")))
+}
+
+async fn a_delivery_the_database_refuses_fails_alone_not_its_group(backend: Backend) {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        // One group at a time, so the deliveries below gather behind the first.
+        extra: "[ingress]\ngroups_max = 1".into(),
+        ..AppOptions::on(backend)
+    })
+    .await;
+    let refuse = match backend {
+        Backend::Postgres => {
+            "CREATE FUNCTION refuse_poison() RETURNS trigger AS $$
+             BEGIN IF NEW.external_id = 'msg_poison' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+             RETURN NEW; END $$ LANGUAGE plpgsql;
+             CREATE TRIGGER refuse_poison BEFORE INSERT ON settlement_events
+             FOR EACH ROW EXECUTE FUNCTION refuse_poison();"
+        }
+        Backend::Sqlite => {
+            "CREATE TRIGGER refuse_poison BEFORE INSERT ON settlement_events
+             WHEN NEW.external_id = 'msg_poison'
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+        }
+    };
+    app.exec(refuse).await.expect("trigger");
+    let release = hold_writes(&app).await;
+    let mut ids: Vec<String> = (0..20).map(|i| format!("msg_{i}")).collect();
+    ids.insert(10, "msg_poison".into());
+    let bodies: Vec<String> = ids
+        .iter()
+        .map(|id| charge(&format!("ch_{id}"), "10.00", "0.30", "9.70"))
+        .collect();
+    let first_body = charge("ch_first", "10.00", "0.30", "9.70");
+    // The first delivery's group waits for the held writes; the others gather behind it.
+    let first = deliver(&app, "msg_first", &first_body);
+    let rest = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        futures::future::join_all(
+            ids.iter()
+                .zip(&bodies)
+                .map(|(id, body)| deliver(&app, id, body)),
+        )
+        .await
+    };
+    let released = async {
+        tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+        let _ = release.send(());
+    };
+    let (first, answers, ()) = tokio::join!(first, rest, released);
+    assert_eq!(
+        (first.0, first.1["status"].as_str()),
+        (200, Some("recorded"))
+    );
+    for (id, (status, body)) in ids.iter().zip(&answers) {
+        if id == "msg_poison" {
+            assert_eq!(
+                (*status, body["error"].as_str()),
+                (503, Some("unavailable")),
+                "{id}"
+            );
+        } else {
+            assert_eq!(
+                (*status, body["status"].as_str()),
+                (200, Some("recorded")),
+                "{id}"
+            );
+        }
+    }
+    assert_eq!(
+        app.count("settlement_events").await,
+        21,
+        "all but the refused one"
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM settlement_events WHERE external_id = 'msg_poison'")
+            .await,
+        0
+    );
+    let (groups, deliveries) = metric_count_and_sum(&app, "settle_ingress_group_size").await;
+    assert_eq!(deliveries, 22.0, "every delivery went through a group");
+    assert!(
+        groups < deliveries,
+        "deliveries shared groups: {groups} groups for {deliveries}"
+    );
 }

@@ -15,7 +15,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolO
 use super::{LoadRunCounts, StoreError, StoreOptions};
 use crate::ids::EventId;
 use crate::record::{NewEvent, Recorded};
-use record::record_one;
+use record::{insert_new, record_one};
 
 /// apalis' own attempt limit, set out of reach: settle counts attempts itself (rescues included)
 /// and dead-letters by its own rule, so apalis must never give up on a job by itself.
@@ -139,12 +139,24 @@ impl PgStore {
             return Ok(vec![record_one(&mut conn, event).await?]);
         }
         let mut tx = conn.begin().await?;
-        let mut outcomes = Vec::with_capacity(events.len());
-        for event in events {
-            outcomes.push(record_one(&mut tx, event).await?);
+        // In key order, as group statements insert theirs: no two writers wait in a cycle.
+        let mut order: Vec<usize> = (0..events.len()).collect();
+        order.sort_by_key(|&i| (events[i].source.as_str(), events[i].external_id.as_str()));
+        let mut outcomes = vec![None; events.len()];
+        for i in order {
+            outcomes[i] = Some(record_one(&mut tx, &events[i]).await?);
         }
         tx.commit().await?;
-        Ok(outcomes)
+        Ok(outcomes.into_iter().flatten().collect())
+    }
+
+    pub(super) async fn record_new(
+        &self,
+        events: &[&NewEvent],
+    ) -> Result<Vec<Option<EventId>>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        // One statement: its own transaction, committed when `fetch_all` returns.
+        insert_new(&mut conn, events).await
     }
 }
 

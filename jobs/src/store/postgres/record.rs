@@ -10,20 +10,54 @@ use crate::job::POST_SETTLEMENT_QUEUE;
 use crate::record::{EventStatus, NewEvent, Recorded};
 use crate::store::content_columns;
 
-/// Inserts the event and its job by natural key, or classifies the replay.
-pub(super) async fn record_one(
+/// Inserts each event whose natural key is free, with its job, in one statement (so one
+/// commit); returns the new event's id for each inserted, `None` for each whose key was taken
+/// (by a committed event, or by an earlier event of the same call). Keys are inserted in key
+/// order, so two such statements never wait on each other in a cycle.
+pub(super) async fn insert_new(
     conn: &mut PgConnection,
-    event: &NewEvent,
-) -> Result<Recorded, StoreError> {
-    let fingerprint = event.fingerprint();
-    let (kind, movement_id, facts, validation_error) = content_columns(&event.content);
-    let job_id = ulid::Ulid::generate().to_string();
-    let inserted: Vec<i64> = sqlx::query_scalar(
-        "WITH new_event AS (
+    events: &[&NewEvent],
+) -> Result<Vec<Option<EventId>>, StoreError> {
+    let n = events.len();
+    let (mut sources, mut external_ids, mut kinds, mut movement_ids) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut fingerprints, mut facts, mut errors, mut payloads, mut job_ids) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for event in events {
+        let (kind, movement_id, fact, error) = content_columns(&event.content);
+        sources.push(event.source.as_str());
+        external_ids.push(event.external_id.as_str());
+        kinds.push(kind);
+        movement_ids.push(movement_id);
+        fingerprints.push(event.fingerprint().to_hex());
+        facts.push(fact);
+        errors.push(error);
+        payloads.push(event.payload.as_str());
+        job_ids.push(ulid::Ulid::generate().to_string());
+    }
+    let inserted: Vec<(i64, String)> = sqlx::query_as(
+        "WITH input AS (
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                                  $6::jsonb[], $7::text[], $8::text[], $9::text[])
+                 WITH ORDINALITY
+                 AS i(source, external_id, kind, movement_id, fingerprint, facts,
+                      validation_error, payload, job_id, ord)
+         ), new_event AS (
              INSERT INTO settlement_events
                  (source, external_id, status, kind, movement_id, fingerprint, facts,
                   validation_error, payload, job_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+             SELECT source, external_id, $10, kind, movement_id, fingerprint, facts,
+                    validation_error, payload, job_id
+             FROM input ORDER BY source, external_id, ord
              ON CONFLICT (source, external_id) DO NOTHING
              RETURNING id, job_id
          ), new_job AS (
@@ -32,25 +66,44 @@ pub(super) async fn record_one(
                     'Pending', 0, $12, now()
              FROM new_event
          )
-         SELECT id FROM new_event",
+         SELECT id, job_id FROM new_event",
     )
-    .bind(event.source.as_str())
-    .bind(event.external_id.as_str())
-    .bind(EventStatus::Recorded.as_str())
-    .bind(kind)
-    .bind(movement_id)
-    .bind(fingerprint.to_hex())
+    .bind(&sources)
+    .bind(&external_ids)
+    .bind(&kinds)
+    .bind(&movement_ids)
+    .bind(&fingerprints)
     .bind(&facts)
-    .bind(&validation_error)
-    .bind(&event.payload)
-    .bind(&job_id)
+    .bind(&errors)
+    .bind(&payloads)
+    .bind(&job_ids)
+    .bind(EventStatus::Recorded.as_str())
     .bind(POST_SETTLEMENT_QUEUE)
     .bind(QUEUE_ATTEMPTS_MAX)
     .fetch_all(&mut *conn)
     .await?;
-    if let Some(&id) = inserted.first() {
-        return Ok(Recorded::New(EventId::new(id)));
+    // Job ids are fresh per event: they say which events were inserted.
+    Ok(job_ids
+        .iter()
+        .map(|job_id| {
+            inserted
+                .iter()
+                .find(|(_, inserted_job)| inserted_job == job_id)
+                .map(|(id, _)| EventId::new(*id))
+        })
+        .collect())
+}
+
+/// Inserts the event and its job by natural key, or classifies the replay.
+pub(super) async fn record_one(
+    conn: &mut PgConnection,
+    event: &NewEvent,
+) -> Result<Recorded, StoreError> {
+    if let [Some(id)] = insert_new(conn, &[event]).await?.as_slice() {
+        return Ok(Recorded::New(*id));
     }
+    let fingerprint = event.fingerprint();
+    let (_, _, facts, validation_error) = content_columns(&event.content);
 
     // The key exists (ON CONFLICT waited for its writer to commit, so this statement sees it).
     let existing = sqlx::query(

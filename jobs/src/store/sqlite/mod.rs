@@ -198,10 +198,30 @@ impl SqliteStore {
         }
         Ok(outcomes)
     }
+
+    /// Every event whose key is free, with its job, in one write transaction (one commit).
+    pub(super) async fn record_new(
+        &self,
+        events: &[&NewEvent],
+    ) -> Result<Vec<Option<EventId>>, StoreError> {
+        let mut tx = self.write().await?;
+        let mut inserted = Vec::with_capacity(events.len());
+        for event in events {
+            inserted.push(insert_new(&mut tx, event).await?);
+        }
+        tx.commit().await?;
+        if inserted.iter().any(Option::is_some) {
+            self.jobs_inserted.notify_waiters();
+        }
+        Ok(inserted)
+    }
 }
 
-async fn record_one(conn: &mut SqliteConnection, event: &NewEvent) -> Result<Recorded, StoreError> {
-    let fingerprint = event.fingerprint().to_hex();
+/// Inserts the event and its job if its natural key is free; `None` if it is taken.
+async fn insert_new(
+    conn: &mut SqliteConnection,
+    event: &NewEvent,
+) -> Result<Option<EventId>, StoreError> {
     let (kind, movement_id, facts, validation_error) = content_columns(&event.content);
     let job_id = ulid::Ulid::generate().to_string();
     let at = now();
@@ -218,7 +238,7 @@ async fn record_one(conn: &mut SqliteConnection, event: &NewEvent) -> Result<Rec
     .bind(EventStatus::Recorded.as_str())
     .bind(kind)
     .bind(movement_id)
-    .bind(&fingerprint)
+    .bind(event.fingerprint().to_hex())
     .bind(facts.as_ref().map(|f| f.to_string()))
     .bind(&validation_error)
     .bind(&event.payload)
@@ -226,10 +246,20 @@ async fn record_one(conn: &mut SqliteConnection, event: &NewEvent) -> Result<Rec
     .bind(at)
     .fetch_optional(&mut *conn)
     .await?;
-    if let Some(id) = inserted {
-        insert_job(conn, &job_id, id).await?;
-        return Ok(Recorded::New(EventId::new(id)));
+    let Some(id) = inserted else {
+        return Ok(None);
+    };
+    insert_job(conn, &job_id, id).await?;
+    Ok(Some(EventId::new(id)))
+}
+
+async fn record_one(conn: &mut SqliteConnection, event: &NewEvent) -> Result<Recorded, StoreError> {
+    if let Some(id) = insert_new(conn, event).await? {
+        return Ok(Recorded::New(id));
     }
+    let fingerprint = event.fingerprint().to_hex();
+    let (_, _, facts, validation_error) = content_columns(&event.content);
+    let at = now();
     let row = sqlx::query(
         "SELECT id, fingerprint FROM settlement_events WHERE source = ?1 AND external_id = ?2",
     )
