@@ -76,8 +76,10 @@ async fn serve<Req, Resp, F, Fut>(
         let group = tokio::spawn(run(requests));
         tokio::spawn(async move {
             let answers = group.await;
-            drop(slot);
+            // Answered before the slot is free: the next group gathers from a queue its
+            // callers' next requests can join, not from stragglers alone.
             answer(replies, answers);
+            drop(slot);
         });
     }
 }
