@@ -7,10 +7,10 @@
 //! Deliveries of several events (an Adyen batch) are recorded by `Store::record` in their own
 //! transaction, as before.
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use jobs::group::Grouper;
+use jobs::store::{STATEMENT_BYTES_MAX, split_by_bytes};
 use jobs::{EventId, NewEvent, Recorded, Store, StoreError};
 use serde::Deserialize;
 use tracing::warn;
@@ -47,12 +47,6 @@ impl IngressSettings {
         Ok(())
     }
 }
-
-/// A group goes to the database in statements of about this many bytes at most, each its own
-/// commit, run side by side. sqlx sends a message larger than one TLS record (16 KiB) in several
-/// writes without TCP_NODELAY, and Nagle's algorithm then holds the last one until the server's
-/// delayed ACK, about 40 ms later (measured: p95 47 ms at 32 senders with TLS, 5 ms without).
-const STATEMENT_BYTES_MAX: usize = 12 * 1024;
 
 /// What a delivery adds to its statement besides its payload (ids, fingerprint, canonical facts).
 const EVENT_BYTES_OVERHEAD: usize = 512;
@@ -123,7 +117,8 @@ async fn record_group(store: Store, group: Vec<Delivery>) -> Vec<GroupAnswer> {
         .iter()
         .map(|event| event.payload.len() + EVENT_BYTES_OVERHEAD)
         .collect();
-    let statements = statements(&sizes, STATEMENT_BYTES_MAX);
+    // Statements side by side, each its own commit (see STATEMENT_BYTES_MAX).
+    let statements = split_by_bytes(&sizes, STATEMENT_BYTES_MAX);
     futures::future::join_all(
         statements
             .into_iter()
@@ -149,46 +144,5 @@ async fn record_together(store: &Store, events: &[&NewEvent]) -> Vec<GroupAnswer
             };
             vec![answer; events.len()]
         }
-    }
-}
-
-/// Splits items of the given sizes, in order, into runs of at most `bytes_max` bytes each (an
-/// item larger than that alone).
-fn statements(sizes: &[usize], bytes_max: usize) -> Vec<Range<usize>> {
-    let mut runs = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
-    for (i, size) in sizes.iter().enumerate() {
-        if i > start && bytes + size > bytes_max {
-            runs.push(start..i);
-            (start, bytes) = (i, 0);
-        }
-        bytes += size;
-    }
-    if start < sizes.len() {
-        runs.push(start..sizes.len());
-    }
-    runs
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_group_is_split_into_statements_of_bounded_size_in_order() {
-        let check = |sizes: &[usize], expected: &[(usize, usize)]| {
-            let runs: Vec<(usize, usize)> = statements(sizes, 10)
-                .into_iter()
-                .map(|run| (run.start, run.end))
-                .collect();
-            assert_eq!(runs, expected, "{sizes:?}");
-        };
-        check(&[], &[]);
-        check(&[3], &[(0, 1)]);
-        check(&[3, 3, 3], &[(0, 3)]);
-        check(&[3, 3, 3, 3], &[(0, 3), (3, 4)]);
-        check(&[10, 1], &[(0, 1), (1, 2)]);
-        check(&[25, 1, 25], &[(0, 1), (1, 2), (2, 3)]);
-        check(&[1, 25, 1, 1], &[(0, 1), (1, 2), (2, 4)]);
     }
 }

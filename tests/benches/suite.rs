@@ -97,24 +97,39 @@ async fn verify(url: &str) -> bool {
     ok
 }
 
-async fn count(url: &str, sql: &str) -> i64 {
-    let sql = sqlx::AssertSqlSafe(sql.to_owned());
-    if url.starts_with("sqlite") {
-        let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
-        let n = sqlx::query_scalar(sql)
-            .fetch_one(&pool)
-            .await
-            .expect("count");
-        pool.close().await;
-        n
+/// Waits until `url` holds `entries` journal entries, looking every 200 ms over one connection
+/// (a connection per look would cost the machine a backend start and a TLS handshake each).
+async fn wait_for_entries(url: &str, entries: i64, timeout: Duration) {
+    enum Pool {
+        Pg(sqlx::PgPool),
+        Sqlite(sqlx::SqlitePool),
+    }
+    const SQL: &str = "SELECT count(*) FROM journal_entries";
+    let pool = if url.starts_with("sqlite") {
+        Pool::Sqlite(sqlx::SqlitePool::connect(url).await.expect("sqlite"))
     } else {
-        let pool = sqlx::PgPool::connect(url).await.expect("pg");
-        let n = sqlx::query_scalar(sql)
-            .fetch_one(&pool)
-            .await
-            .expect("count");
-        pool.close().await;
-        n
+        let options = sqlx::postgres::PgPoolOptions::new().max_connections(1);
+        Pool::Pg(options.connect(url).await.expect("pg"))
+    };
+    let deadline = Instant::now() + timeout;
+    loop {
+        let n: i64 = match &pool {
+            Pool::Pg(pool) => sqlx::query_scalar(SQL).fetch_one(pool).await,
+            Pool::Sqlite(pool) => sqlx::query_scalar(SQL).fetch_one(pool).await,
+        }
+        .expect("count");
+        if n >= entries {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "posting stalled at {n} of {entries}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    match pool {
+        Pool::Pg(pool) => pool.close().await,
+        Pool::Sqlite(pool) => pool.close().await,
     }
 }
 
@@ -297,15 +312,7 @@ async fn drain(url: &str, processes: usize, workers: &str) -> (i64, i64) {
             &[],
         ));
     }
-    let deadline = Instant::now() + Duration::from_secs(900);
-    loop {
-        let posted = count(url, "SELECT count(*) FROM journal_entries").await;
-        if posted >= BACKLOG {
-            break;
-        }
-        assert!(Instant::now() < deadline, "drain stalled at {posted}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_entries(url, BACKLOG, Duration::from_secs(900)).await;
     let elapsed = started.elapsed();
     let rss = fleet.iter().map(peak_rss_kib).max().unwrap_or(0);
     drop(fleet);
@@ -523,11 +530,7 @@ async fn serve_under_mixed_load(url: &str, senders: usize, events: usize) -> (Va
         .await
         .expect("the store holds exactly the run's events and conflicts");
     store.close().await;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while count(url, "SELECT count(*) FROM journal_entries").await < events as i64 {
-        assert!(Instant::now() < deadline, "not everything posted");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_entries(url, events as i64, Duration::from_secs(300)).await;
     let rss = peak_rss_kib(&process);
     drop(process);
     println!(

@@ -35,6 +35,33 @@ pub struct Gauges {
     pub open_dead_letters: Vec<(String, i64)>,
 }
 
+/// The most bytes of parameters one statement should carry; statements that carry a group are
+/// split under it. sqlx (0.9) writes a message larger than one TLS record (16 KiB) in several
+/// writes, on a socket without TCP_NODELAY, and Nagle's algorithm then holds the last write
+/// until the server's delayed ACK, about 40 ms later. Measured here with TLS on: the ingress at
+/// 32 senders p95 47 ms instead of 5 ms; a drain in groups of 64 postings 1,314 postings/s
+/// instead of 3,277 without TLS. Not lower: a group of 32 postings (about 14 KiB) split in two
+/// statements drained about 20 % slower than in one.
+pub const STATEMENT_BYTES_MAX: usize = 15 * 1024;
+
+/// Splits items of the given sizes, in order, into runs of at most `bytes_max` bytes each (an
+/// item larger than that alone).
+pub fn split_by_bytes(sizes: &[usize], bytes_max: usize) -> Vec<std::ops::Range<usize>> {
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, size) in sizes.iter().enumerate() {
+        if i > start && bytes + size > bytes_max {
+            runs.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < sizes.len() {
+        runs.push(start..sizes.len());
+    }
+    runs
+}
+
 /// What a load run left in the store ([`Store::load_run_counts`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadRunCounts {
@@ -484,5 +511,28 @@ fn content_columns(
             None,
             Some(invalid.error.to_string()),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_by_bytes;
+
+    #[test]
+    fn items_are_split_into_runs_of_bounded_size_in_order() {
+        let check = |sizes: &[usize], expected: &[(usize, usize)]| {
+            let runs: Vec<(usize, usize)> = split_by_bytes(sizes, 10)
+                .into_iter()
+                .map(|run| (run.start, run.end))
+                .collect();
+            assert_eq!(runs, expected, "{sizes:?}");
+        };
+        check(&[], &[]);
+        check(&[3], &[(0, 1)]);
+        check(&[3, 3, 3], &[(0, 3)]);
+        check(&[3, 3, 3, 3], &[(0, 3), (3, 4)]);
+        check(&[10, 1], &[(0, 1), (1, 2)]);
+        check(&[25, 1, 25], &[(0, 1), (1, 2), (2, 3)]);
+        check(&[1, 25, 1, 1], &[(0, 1), (1, 2), (2, 4)]);
     }
 }

@@ -42,6 +42,7 @@ conformance!(
     a_job_whose_attempt_died_starts_again_only_alone,
     a_group_of_deliveries_inserts_only_free_keys_with_one_commit,
     a_delivery_the_database_refuses_fails_alone_not_its_group,
+    a_group_of_postings_larger_than_a_statement_posts_each_once_in_one_transaction,
 );
 
 async fn deliver(app: &TestApp, id: &str, body: &str) -> (u16, Value) {
@@ -978,4 +979,70 @@ async fn a_delivery_the_database_refuses_fails_alone_not_its_group(backend: Back
         groups < deliveries,
         "deliveries shared groups: {groups} groups for {deliveries}"
     );
+}
+
+async fn a_group_of_postings_larger_than_a_statement_posts_each_once_in_one_transaction(
+    backend: Backend,
+) {
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::on(backend)
+    })
+    .await;
+    // 100 postings of about 400 bytes each: several statements of STATEMENT_BYTES_MAX.
+    let mut deliveries: Vec<(String, String)> = (0..100)
+        .map(|i| {
+            (
+                format!("msg_{i}"),
+                charge(&format!("ch_{i}"), "10.00", "0.30", "9.70"),
+            )
+        })
+        .collect();
+    deliveries.push(("msg_same".into(), charge("ch_0", "10.00", "0.30", "9.70")));
+    deliveries.push(("msg_other".into(), charge("ch_1", "20.00", "0.30", "19.70")));
+    let mut jobs = Vec::new();
+    for (id, body) in &deliveries {
+        assert_eq!(deliver(&app, id, body).await.0, 200, "{id}");
+        jobs.push(app.job_of(id).await);
+    }
+    let starts: Vec<(JobRef, String)> = jobs
+        .iter()
+        .map(|job| (job.clone(), "worker-g".to_owned()))
+        .collect();
+    for start in app.store.start_attempts(&starts, 8, 5_000).await {
+        assert_eq!(start.expect("start"), AttemptStart::Run { attempt: 1 });
+    }
+    let posts: Vec<(JobRef, u32)> = jobs.iter().map(|job| (job.clone(), 1)).collect();
+    let answers: Vec<String> = app
+        .store
+        .post_many(&posts, &PostingRules::default(), 5_000)
+        .await
+        .into_iter()
+        .map(|answer| match answer {
+            Ok(Posted::New { .. }) => "new".to_owned(),
+            Ok(Posted::Replayed { .. }) => "replayed".to_owned(),
+            Ok(Posted::AlreadySettled) => "settled".to_owned(),
+            Err(error) => error.code().to_owned(),
+        })
+        .collect();
+    let mut expected = vec!["new".to_owned(); 100];
+    expected.extend(["replayed".to_owned(), "source_replay_conflict".to_owned()]);
+    assert_eq!(answers, expected);
+    assert_eq!(app.count("journal_entries").await, 100);
+    if backend == Backend::Postgres {
+        assert_eq!(
+            app.scalar("SELECT count(DISTINCT xmin::text) FROM journal_entries")
+                .await,
+            1,
+            "written by one transaction"
+        );
+    }
+    assert_eq!(app.event_state("msg_same").await.0, "posted");
+    assert_eq!(app.event_state("msg_other").await.0, "recorded");
+    assert_eq!(
+        app.jobs().await,
+        1,
+        "only the refused job's queue row is left"
+    );
+    assert!(app.failed_invariants().await.is_empty());
 }
