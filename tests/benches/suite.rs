@@ -426,9 +426,9 @@ async fn hear_postings(
     })
 }
 
-/// 3: `settle serve` at a steady rate: from each 2xx the sender got to its posting's commit
-/// (heard by a listener), and from the store's own stamps.
-async fn end_to_end(url: &str, rate: u32, seconds: u32) -> (Value, i64) {
+/// A ready `settle serve` on `url` with the product's defaults: its scratch directory (logs),
+/// the process (killed when dropped) and its base URL.
+async fn serve(url: &str) -> (Scratch, Child, String) {
     let scratch = Scratch::new();
     let config = bench_config(&scratch, url, "", "");
     let listen = format!("127.0.0.1:{}", free_port());
@@ -442,6 +442,13 @@ async fn end_to_end(url: &str, rate: u32, seconds: u32) -> (Value, i64) {
     );
     let base = format!("http://{listen}");
     wait_ready(&base).await;
+    (scratch, process, base)
+}
+
+/// 3: `settle serve` at a steady rate: from each 2xx the sender got to its posting's commit
+/// (heard by a listener), and from the store's own stamps.
+async fn end_to_end(url: &str, rate: u32, seconds: u32) -> (Value, i64) {
+    let (_scratch, process, base) = serve(url).await;
     let count_events = (rate * seconds) as usize;
     let heard = hear_postings(url, count_events).await;
     let report = ops::loadgen::run(load(&base, 32, count_events, rate))
@@ -501,19 +508,7 @@ async fn end_to_end(url: &str, rate: u32, seconds: u32) -> (Value, i64) {
 /// 1 (and 4): `settle serve`, its workers posting beside the ingress, under a provider's
 /// mix of redeliveries, racing duplicates and conflicts: the process the RSS target names.
 async fn serve_under_mixed_load(url: &str, senders: usize, events: usize) -> (Value, i64) {
-    let scratch = Scratch::new();
-    let config = bench_config(&scratch, url, "", "");
-    let listen = format!("127.0.0.1:{}", free_port());
-    let process = spawn_settle(
-        &scratch,
-        "serve",
-        &config,
-        url,
-        &["serve", "--listen", &listen],
-        &[],
-    );
-    let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    let (_scratch, process, base) = serve(url).await;
     let options = LoadOptions {
         redelivery_percent: 20,
         concurrent_duplicate_percent: 5,
@@ -594,24 +589,26 @@ async fn part_ingress(levels: &[(usize, usize)], results: &mut serde_json::Map<S
     results.insert("serve_ingress_peak_rss_mib".into(), json!(serve_rss / 1024));
 }
 
-/// The drain's worker settings: `concurrency = 32`, `batch_size = 64` unless
-/// `BENCH_DRAIN_CONCURRENCY` / `BENCH_DRAIN_BATCH` say otherwise (the bare queue gets the same).
-fn drain_settings() -> (usize, usize) {
+/// The drain's worker settings: `concurrency = 64`, `batch_size = 128`, `groups_max = 2` unless
+/// `BENCH_DRAIN_CONCURRENCY` / `BENCH_DRAIN_BATCH` / `BENCH_DRAIN_GROUPS` say otherwise (the
+/// bare queue gets the same concurrency and batch).
+fn drain_settings() -> (usize, usize, usize) {
     let read = |name: &str, default: usize| {
         std::env::var(name)
             .ok()
             .map_or(default, |v| v.parse().expect("a positive integer"))
     };
     (
-        read("BENCH_DRAIN_CONCURRENCY", 32),
-        read("BENCH_DRAIN_BATCH", 64),
+        read("BENCH_DRAIN_CONCURRENCY", 64),
+        read("BENCH_DRAIN_BATCH", 128),
+        read("BENCH_DRAIN_GROUPS", 2),
     )
 }
 
 async fn part_drain(workers: &str, results: &mut serde_json::Map<String, Value>) {
-    let (concurrency, batch_size) = drain_settings();
+    let (concurrency, batch_size, groups) = drain_settings();
     println!(
-        "\n2. drain (PostgreSQL, {BACKLOG} recorded events, concurrency {concurrency}, batch {batch_size})"
+        "\n2. drain (PostgreSQL, {BACKLOG} recorded events, concurrency {concurrency}, batch {batch_size}, {groups} groups in flight)"
     );
     let mut drains = Vec::new();
     let mut drain_rss = 0;
@@ -686,8 +683,9 @@ async fn main() {
     // Each level runs for a few seconds at least (group commit records ~10,000 deliveries/s at
     // 32 senders here).
     let levels = [(1, 3_000), (8, 15_000), (32, 30_000), (64, 30_000)];
-    let (concurrency, batch_size) = drain_settings();
-    let drain_workers = format!("concurrency = {concurrency}\nbatch_size = {batch_size}");
+    let (concurrency, batch_size, groups) = drain_settings();
+    let drain_workers =
+        format!("concurrency = {concurrency}\nbatch_size = {batch_size}\ngroups_max = {groups}");
     let mut results = serde_json::Map::new();
     results.insert("machine".into(), json!(machine));
     if wanted("ingress") {

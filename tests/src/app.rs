@@ -245,6 +245,18 @@ impl TestApp {
         }
     }
 
+    /// The app's `/metrics` page (Prometheus text).
+    pub async fn metrics_page(&self) -> String {
+        self.http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
     /// Runs `sql` (portable between the backends) returning one integer.
     pub async fn scalar(&self, sql: &str) -> i64 {
         let sql = sqlx::AssertSqlSafe(sql.to_owned());

@@ -30,10 +30,10 @@ impl GroupCommit {
         attempts_max: u32,
         lock_timeout_ms: u64,
         group_size_max: usize,
+        groups_max: usize,
     ) -> Self {
         let start_store = store.clone();
-        // One group of each at a time: a group is what gathered while the one before committed.
-        let starts = Grouper::spawn(group_size_max, 1, move |group: Vec<Start>| {
+        let starts = Grouper::spawn(group_size_max, groups_max, move |group: Vec<Start>| {
             metrics::histogram!("settle_group_size").record(group.len() as f64);
             let store = start_store.clone();
             async move {
@@ -42,7 +42,7 @@ impl GroupCommit {
                     .await
             }
         });
-        let posts = Grouper::spawn(group_size_max, 1, move |group: Vec<Post>| {
+        let posts = Grouper::spawn(group_size_max, groups_max, move |group: Vec<Post>| {
             metrics::histogram!("settle_group_size").record(group.len() as f64);
             let store = store.clone();
             let rules = rules.clone();

@@ -79,6 +79,7 @@ impl Runner {
             settings.attempts_max,
             settings.lock_timeout_ms,
             settings.group_size_max,
+            settings.groups_max,
         );
         Self {
             store,

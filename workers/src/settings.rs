@@ -17,6 +17,8 @@ pub struct WorkerSettings {
     /// At most this many concurrent jobs share one attempt-start commit and one posting
     /// commit (group commit); 1 gives every job its own transactions.
     pub group_size_max: usize,
+    /// At most this many groups of each kind (starts, postings) committing at once.
+    pub groups_max: usize,
     /// Liveness: a worker unseen for `heartbeat_interval_ms × missed_heartbeats` is dead and its
     /// jobs are rescued by the others.
     pub heartbeat_interval_ms: u64,
@@ -45,6 +47,7 @@ impl Default for WorkerSettings {
             backoff_max_ms: 300_000,
             batch_size: 16,
             group_size_max: 64,
+            groups_max: 1,
             heartbeat_interval_ms: 2_000,
             missed_heartbeats: 4,
             poll_interval_ms: 1_000,
@@ -66,6 +69,7 @@ impl WorkerSettings {
             ("attempts_max", u64::from(self.attempts_max)),
             ("batch_size", self.batch_size as u64),
             ("group_size_max", self.group_size_max as u64),
+            ("groups_max", self.groups_max as u64),
             ("heartbeat_interval_ms", self.heartbeat_interval_ms),
             ("missed_heartbeats", self.missed_heartbeats as u64),
             ("poll_interval_ms", self.poll_interval_ms),

@@ -43,6 +43,7 @@ conformance!(
     a_group_of_deliveries_inserts_only_free_keys_with_one_commit,
     a_delivery_the_database_refuses_fails_alone_not_its_group,
     a_group_of_postings_larger_than_a_statement_posts_each_once_in_one_transaction,
+    workers_with_two_groups_in_flight_post_every_event_once,
 );
 
 async fn deliver(app: &TestApp, id: &str, body: &str) -> (u16, Value) {
@@ -521,6 +522,16 @@ async fn each_job_ends_in_the_transaction_that_decides_it(backend: Backend) {
 /// Group commit: starts and postings of many jobs share one transaction, yet each job gets
 /// exactly the answer it would have had alone, in order, and a job refused for its own reason
 /// writes nothing.
+/// A posting's answer, named: `new`, `replayed`, `settled`, or the error's code.
+fn answer_code(answer: Result<Posted, jobs::PostError>) -> String {
+    match answer {
+        Ok(Posted::New { .. }) => "new".to_owned(),
+        Ok(Posted::Replayed { .. }) => "replayed".to_owned(),
+        Ok(Posted::AlreadySettled) => "settled".to_owned(),
+        Err(error) => error.code().to_owned(),
+    }
+}
+
 async fn a_group_of_postings_answers_each_job_as_if_alone(backend: Backend) {
     let app = spawn(AppOptions {
         role: Role::Ingress,
@@ -565,12 +576,7 @@ async fn a_group_of_postings_answers_each_job_as_if_alone(backend: Backend) {
         .post_many(&posts, &PostingRules::default(), 5_000)
         .await
         .into_iter()
-        .map(|answer| match answer {
-            Ok(Posted::New { .. }) => "new".to_owned(),
-            Ok(Posted::Replayed { .. }) => "replayed".to_owned(),
-            Ok(Posted::AlreadySettled) => "settled".to_owned(),
-            Err(error) => error.code().to_owned(),
-        })
+        .map(answer_code)
         .collect();
     assert_eq!(
         answers,
@@ -880,15 +886,7 @@ async fn hold_writes(app: &TestApp) -> tokio::sync::oneshot::Sender<()> {
 
 /// `(count, sum)` of a summary or histogram on `/metrics`.
 async fn metric_count_and_sum(app: &TestApp, name: &str) -> (f64, f64) {
-    let text = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let text = app.metrics_page().await;
     let read = |series: String| {
         text.lines()
             .find_map(|line| line.strip_prefix(series.as_str())?.trim().parse().ok())
@@ -1018,12 +1016,7 @@ async fn a_group_of_postings_larger_than_a_statement_posts_each_once_in_one_tran
         .post_many(&posts, &PostingRules::default(), 5_000)
         .await
         .into_iter()
-        .map(|answer| match answer {
-            Ok(Posted::New { .. }) => "new".to_owned(),
-            Ok(Posted::Replayed { .. }) => "replayed".to_owned(),
-            Ok(Posted::AlreadySettled) => "settled".to_owned(),
-            Err(error) => error.code().to_owned(),
-        })
+        .map(answer_code)
         .collect();
     let mut expected = vec!["new".to_owned(); 100];
     expected.extend(["replayed".to_owned(), "source_replay_conflict".to_owned()]);
@@ -1044,5 +1037,37 @@ async fn a_group_of_postings_larger_than_a_statement_posts_each_once_in_one_tran
         1,
         "only the refused job's queue row is left"
     );
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+async fn workers_with_two_groups_in_flight_post_every_event_once(backend: Backend) {
+    let app = spawn(AppOptions {
+        workers: format!("{FAST_WORKERS}\nconcurrency = 32\nbatch_size = 64\ngroups_max = 2"),
+        ..AppOptions::on(backend)
+    })
+    .await;
+    // 300 events; the last 20 repeat the movements of the first 20 (same facts): replays.
+    let deliveries: Vec<(String, String)> = (0..300)
+        .map(|i| {
+            let movement = if i >= 280 { i - 280 } else { i };
+            (
+                format!("msg_{i}"),
+                charge(&format!("ch_{movement}"), "10.00", "0.30", "9.70"),
+            )
+        })
+        .collect();
+    for chunk in deliveries.chunks(50) {
+        let answers =
+            futures::future::join_all(chunk.iter().map(|(id, body)| deliver(&app, id, body))).await;
+        assert!(answers.iter().all(|(status, _)| *status == 200));
+    }
+    app.wait_settled(60).await;
+    assert_eq!(app.count("journal_entries").await, 280);
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM settlement_events WHERE status = 'posted'")
+            .await,
+        300
+    );
+    assert_eq!(app.count("dead_letters").await, 0);
     assert!(app.failed_invariants().await.is_empty());
 }

@@ -8,15 +8,7 @@ use tests::sign::{now, standard_headers};
 
 /// `name{labels} value` lines of a Prometheus text page, by series.
 async fn scrape(app: &tests::TestApp) -> BTreeMap<String, i64> {
-    let text = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let text = app.metrics_page().await;
     text.lines()
         .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
         .filter_map(|line| {
