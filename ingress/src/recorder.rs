@@ -2,7 +2,9 @@
 //! Adyen's) that arrive together are inserted by one store call with one commit
 //! (`Store::record_new`); each is answered as if recorded alone, and only after that commit.
 //! What the group cannot answer by itself goes through `Store::record` alone: an event whose key
-//! was taken (a replay or a conflict), and every event of a group the database refused for a
+//! was taken (a replay or a conflict); every event of a group that waited longer than
+//! `ingress.lock_timeout_ms` for a key another transaction held (so one stalled key holds up only
+//! its own delivery, never a group slot); and every event of a group the database refused for a
 //! reason other than being unavailable (so one bad event cannot fail the others).
 //! Deliveries of several events (an Adyen batch) are recorded by `Store::record` in their own
 //! transaction, as before.
@@ -24,6 +26,9 @@ pub struct IngressSettings {
     pub group_size_max: usize,
     /// At most this many recording commits of groups in flight at once.
     pub groups_max: usize,
+    /// A group's statement waits at most this long for a key another transaction holds, then
+    /// leaves its deliveries to be recorded one by one (PostgreSQL).
+    pub lock_timeout_ms: u64,
 }
 
 impl Default for IngressSettings {
@@ -31,6 +36,7 @@ impl Default for IngressSettings {
         Self {
             group_size_max: 64,
             groups_max: 2,
+            lock_timeout_ms: 1000,
         }
     }
 }
@@ -38,11 +44,16 @@ impl Default for IngressSettings {
 impl IngressSettings {
     /// Refuses settings that cannot work.
     pub fn validate(&self) -> Result<(), String> {
-        if self.group_size_max == 0 {
-            return Err("ingress.group_size_max must be positive".into());
-        }
-        if self.groups_max == 0 {
-            return Err("ingress.groups_max must be positive".into());
+        let positive = [
+            ("group_size_max", self.group_size_max as u64),
+            ("groups_max", self.groups_max as u64),
+            // PostgreSQL reads a lock timeout of 0 as "wait for ever".
+            ("lock_timeout_ms", self.lock_timeout_ms),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(format!("ingress.{name} must be positive"));
+            }
         }
         Ok(())
     }
@@ -55,12 +66,12 @@ const EVENT_BYTES_OVERHEAD: usize = 512;
 #[derive(Clone, Copy, Debug)]
 enum GroupAnswer {
     New(EventId),
-    /// Its key was taken: a replay or a conflict, for `Store::record` to tell.
-    Taken,
-    /// The group's commit failed; nothing of it was kept.
-    Failed {
-        transient: bool,
-    },
+    /// For `Store::record` to settle alone: its key was taken (a replay or a conflict), or the
+    /// group kept nothing because it waited too long for a key held elsewhere, or because the
+    /// database refused it for good (perhaps for another delivery's sake).
+    Alone,
+    /// The database was unavailable; nothing of the group was kept.
+    Unavailable,
 }
 
 /// A delivery's events, shared with the group that records them.
@@ -76,12 +87,13 @@ pub(crate) struct Recorder {
 impl Recorder {
     /// Spawns the group loop on the current tokio runtime.
     pub(crate) fn spawn(store: Store, settings: &IngressSettings) -> Self {
+        let lock_timeout_ms = settings.lock_timeout_ms;
         let group = (settings.group_size_max > 1).then(|| {
             let store = store.clone();
             Grouper::spawn(
                 settings.group_size_max,
                 settings.groups_max,
-                move |group: Vec<Delivery>| record_group(store.clone(), group),
+                move |group: Vec<Delivery>| record_group(store.clone(), group, lock_timeout_ms),
             )
         });
         Self { store, group }
@@ -94,10 +106,8 @@ impl Recorder {
         };
         match group.call(delivery.clone()).await {
             Some(GroupAnswer::New(event_id)) => Ok(vec![Recorded::New(event_id)]),
-            Some(GroupAnswer::Taken | GroupAnswer::Failed { transient: false }) => {
-                self.store.record(delivery).await
-            }
-            Some(GroupAnswer::Failed { transient: true }) => Err(StoreError::Interrupted(
+            Some(GroupAnswer::Alone) => self.store.record(delivery).await,
+            Some(GroupAnswer::Unavailable) => Err(StoreError::Interrupted(
                 "the group's recording failed on the database; nothing of it was kept",
             )),
             None => Err(StoreError::Interrupted(
@@ -107,12 +117,14 @@ impl Recorder {
     }
 }
 
-async fn record_group(store: Store, group: Vec<Delivery>) -> Vec<GroupAnswer> {
+async fn record_group(
+    store: Store,
+    group: Vec<Delivery>,
+    lock_timeout_ms: u64,
+) -> Vec<GroupAnswer> {
     metrics::histogram!("settle_ingress_group_size").record(group.len() as f64);
-    let events: Vec<&NewEvent> = group
-        .iter()
-        .filter_map(|delivery| delivery.first())
-        .collect();
+    // `Recorder::record` groups only deliveries of exactly one event.
+    let events: Vec<&NewEvent> = group.iter().map(|delivery| &delivery[0]).collect();
     let sizes: Vec<usize> = events
         .iter()
         .map(|event| event.payload.len() + EVENT_BYTES_OVERHEAD)
@@ -122,7 +134,7 @@ async fn record_group(store: Store, group: Vec<Delivery>) -> Vec<GroupAnswer> {
     futures::future::join_all(
         statements
             .into_iter()
-            .map(|range| record_together(&store, &events[range])),
+            .map(|range| record_together(&store, &events[range], lock_timeout_ms)),
     )
     .await
     .into_iter()
@@ -131,17 +143,28 @@ async fn record_group(store: Store, group: Vec<Delivery>) -> Vec<GroupAnswer> {
 }
 
 /// One statement's deliveries, inserted with one commit.
-async fn record_together(store: &Store, events: &[&NewEvent]) -> Vec<GroupAnswer> {
-    match store.record_new(events).await {
+async fn record_together(
+    store: &Store,
+    events: &[&NewEvent],
+    lock_timeout_ms: u64,
+) -> Vec<GroupAnswer> {
+    match store.record_new(events, lock_timeout_ms).await {
         Ok(inserted) => inserted
             .into_iter()
-            .map(|id| id.map_or(GroupAnswer::Taken, GroupAnswer::New))
+            .map(|id| id.map_or(GroupAnswer::Alone, GroupAnswer::New))
             .collect(),
         Err(error) => {
-            warn!(%error, transient = error.is_transient(), deliveries = events.len(), "group recording failed");
-            let answer = GroupAnswer::Failed {
-                transient: error.is_transient(),
+            let answer = if error.is_transient() && !error.is_lock_wait() {
+                GroupAnswer::Unavailable
+            } else {
+                GroupAnswer::Alone
             };
+            warn!(%error, ?answer, deliveries = events.len(), "group recording failed; nothing of it was kept");
+            metrics::counter!("settle_ingress_groups_failed_total", "then" => match answer {
+                GroupAnswer::Unavailable => "unavailable",
+                _ => "alone",
+            })
+            .increment(1);
             vec![answer; events.len()]
         }
     }

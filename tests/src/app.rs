@@ -491,3 +491,18 @@ pub fn charge(movement_id: &str, gross: &str, fee: &str, net: &str) -> String {
         }),
     )
 }
+
+/// A `charge_settled` event of the `std` source, as the ingress would hand it to the store.
+pub fn new_charge(external_id: &str, movement_id: &str, gross: &str) -> jobs::NewEvent {
+    let body: serde_json::Value =
+        serde_json::from_str(&charge(movement_id, gross, "0.00", gross)).expect("json");
+    let data = body["data"].as_object().expect("data").clone();
+    let event = jobs::SettlementEvent::from_canonical(jobs::Kind::ChargeSettled, &data)
+        .expect("valid facts");
+    jobs::NewEvent {
+        source: jobs::SourceName::parse("std").expect("source"),
+        external_id: jobs::ExternalId::parse(external_id).expect("id"),
+        payload: body.to_string(),
+        content: jobs::Content::Valid(event),
+    }
+}

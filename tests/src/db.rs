@@ -23,6 +23,11 @@ pub struct TestDb {
 
 impl TestDb {
     pub async fn create() -> TestDb {
+        TestDb::create_with("").await
+    }
+
+    /// A fresh database made with these `CREATE DATABASE` options (a locale, say).
+    pub async fn create_with(options: &str) -> TestDb {
         let admin = admin_pool().await;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -30,10 +35,12 @@ impl TestDb {
             .unwrap_or_default();
         drop_leftovers(&admin, now).await;
         let name = format!("settle_t_{now}_{:016x}", rand::random::<u64>());
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
-            .await
-            .expect("create test database");
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE {name} {options}"
+        )))
+        .execute(&admin)
+        .await
+        .expect("create test database");
         admin.close().await;
         let base = admin_url();
         let url = match base.rsplit_once('/') {

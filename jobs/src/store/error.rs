@@ -44,6 +44,18 @@ impl StoreError {
             StoreError::Unavailable(_) | StoreError::Interrupted(_)
         )
     }
+
+    /// Whether PostgreSQL gave up waiting for a lock another transaction held (a lock timeout,
+    /// or a deadlock it broke): nothing was kept, and the same work in smaller pieces may go
+    /// through at once.
+    pub fn is_lock_wait(&self) -> bool {
+        match self {
+            StoreError::Unavailable(sqlx::Error::Database(db)) => {
+                matches!(db.code().as_deref(), Some(LOCK_TIMEOUT | DEADLOCK))
+            }
+            _ => false,
+        }
+    }
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -56,16 +68,19 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+const LOCK_TIMEOUT: &str = "55P03";
+const DEADLOCK: &str = "40P01";
+
 /// SQLSTATE classes and codes that mean "not now" rather than "never".
 const TRANSIENT_SQLSTATES: &[&str] = &[
-    "40001", // serialization_failure
-    "40P01", // deadlock_detected
-    "55P03", // lock_not_available (lock_timeout)
-    "57014", // query_canceled (statement_timeout)
-    "57P01", // admin_shutdown
-    "57P02", // crash_shutdown
-    "57P03", // cannot_connect_now
-    "25P03", // idle_in_transaction_session_timeout
+    "40001",      // serialization_failure
+    DEADLOCK,     // deadlock_detected
+    LOCK_TIMEOUT, // lock_not_available (lock_timeout)
+    "57014",      // query_canceled (statement_timeout)
+    "57P01",      // admin_shutdown
+    "57P02",      // crash_shutdown
+    "57P03",      // cannot_connect_now
+    "25P03",      // idle_in_transaction_session_timeout
 ];
 
 fn is_transient(error: &sqlx::Error) -> bool {

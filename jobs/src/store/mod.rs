@@ -199,12 +199,15 @@ impl Store {
     /// (group commit for deliveries of one event each): the new event's id for each inserted,
     /// `None` for each whose key was taken (by an event already stored, or by an earlier one of
     /// the same call); [`Store::record`] then tells a replay from a conflict. All or nothing;
-    /// returns only after COMMIT.
+    /// returns only after COMMIT. On PostgreSQL a key that another transaction holds is waited
+    /// for at most `lock_timeout_ms`, after which nothing is kept and the error says
+    /// [`StoreError::is_lock_wait`] (SQLite's one writer waits its busy timeout instead).
     pub async fn record_new(
         &self,
         events: &[&NewEvent],
+        lock_timeout_ms: u64,
     ) -> Result<Vec<Option<EventId>>, StoreError> {
-        on_backend!(self, store => store.record_new(events).await)
+        on_backend!(self, store => store.record_new(events, lock_timeout_ms).await)
     }
 
     /// The pool the job queue's own backend runs on (apalis needs the concrete pool).

@@ -10,7 +10,8 @@ use ops::Role;
 use serde_json::{Value, json};
 use tests::TestApp;
 use tests::app::{
-    AppOptions, Backend, FAST_WORKERS, FINANCE_TOKEN, OPS_TOKEN, canonical, charge, spawn, start,
+    AppOptions, Backend, FAST_WORKERS, FINANCE_TOKEN, OPS_TOKEN, canonical, charge, new_charge,
+    spawn, start,
 };
 
 /// Instantiates each listed test for both backends: `conformance::postgres::<name>` and
@@ -770,20 +771,6 @@ async fn a_job_whose_attempt_died_starts_again_only_alone(backend: Backend) {
 }
 
 /// A canonical `charge_settled` event as the ingress hands it to the store.
-fn new_charge(external_id: &str, movement_id: &str, gross: &str) -> jobs::NewEvent {
-    let body: Value =
-        serde_json::from_str(&charge(movement_id, gross, "0.00", gross)).expect("json");
-    let data = body["data"].as_object().expect("data").clone();
-    let event = jobs::SettlementEvent::from_canonical(jobs::Kind::ChargeSettled, &data)
-        .expect("valid facts");
-    jobs::NewEvent {
-        source: jobs::SourceName::parse("std").expect("source"),
-        external_id: jobs::ExternalId::parse(external_id).expect("id"),
-        payload: body.to_string(),
-        content: jobs::Content::Valid(event),
-    }
-}
-
 async fn a_group_of_deliveries_inserts_only_free_keys_with_one_commit(backend: Backend) {
     let app = spawn(AppOptions {
         role: Role::Ingress,
@@ -806,7 +793,7 @@ async fn a_group_of_deliveries_inserts_only_free_keys_with_one_commit(backend: B
         new_charge("msg_b", "ch_b", "12.00"),
     ];
     let refs: Vec<&jobs::NewEvent> = group.iter().collect();
-    let inserted = app.store.record_new(&refs).await.expect("group");
+    let inserted = app.store.record_new(&refs, 1000).await.expect("group");
     let new: Vec<bool> = inserted.iter().map(Option::is_some).collect();
     assert_eq!(
         new,

@@ -1,6 +1,6 @@
 //! The load generator, small: its answers add up and the store holds exactly its events.
 
-use ops::loadgen::{LoadOptions, LoadProvider, run, verify};
+use ops::loadgen::{LoadOptions, LoadProvider, LoadReport, run, verify};
 use tests::app::{ADYEN_KEY, AppOptions, Backend, STANDARD_SECRET, STRIPE_SECRET, spawn};
 
 fn options(url: String, source: &str, provider: LoadProvider, secret: &str) -> LoadOptions {
@@ -105,11 +105,11 @@ async fn a_paced_load_for_a_duration_outlasts_its_count_and_keeps_to_its_rate() 
 }
 
 #[tokio::test]
-async fn verification_fails_against_a_store_that_lacks_the_run() {
+async fn verification_fails_when_the_store_lacks_what_was_answered() {
     let app = spawn(AppOptions::on(Backend::Postgres)).await;
     let elsewhere = spawn(AppOptions::on(Backend::Sqlite)).await;
     let options = LoadOptions {
-        count: 20,
+        count: 40,
         ..options(app.url(""), "std", LoadProvider::Standard, STANDARD_SECRET)
     };
     let report = run(options.clone()).await.expect("load runs");
@@ -120,4 +120,30 @@ async fn verification_fails_against_a_store_that_lacks_the_run() {
         .await
         .expect_err("an empty store cannot hold the run");
     assert!(error.to_string().contains("holds 0 events"), "{error}");
+
+    // Conflicts: one answered must be kept; one without an answer may be kept or not.
+    assert!(report.conflicted_events > 0, "{:?}", report.answers);
+    let answered_but_lost = LoadReport {
+        conflicted_events: report.conflicted_events + 1,
+        ..report.clone()
+    };
+    let error = verify(&app.store, &options, &answered_but_lost)
+        .await
+        .expect_err("an answered conflict the store lacks");
+    assert!(error.to_string().contains("kept conflicts"), "{error}");
+    let kept_without_an_answer = LoadReport {
+        conflicted_events: report.conflicted_events - 1,
+        conflicts_unanswered: 1,
+        ..report.clone()
+    };
+    verify(&app.store, &options, &kept_without_an_answer)
+        .await
+        .expect("a conflict kept whose answer was lost");
+    let kept_but_never_sent = LoadReport {
+        conflicted_events: report.conflicted_events - 1,
+        ..report
+    };
+    verify(&app.store, &options, &kept_but_never_sent)
+        .await
+        .expect_err("more conflicts kept than were sent");
 }

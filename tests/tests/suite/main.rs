@@ -13,3 +13,4 @@ mod ops;
 mod posting;
 mod providers;
 mod queue;
+mod recording;

@@ -139,7 +139,8 @@ impl PgStore {
             return Ok(vec![record_one(&mut conn, event).await?]);
         }
         let mut tx = conn.begin().await?;
-        // In key order, as group statements insert theirs: no two writers wait in a cycle.
+        // In key order (bytes, as collation "C" orders them), as group statements insert
+        // theirs: no two writers wait in a cycle.
         let mut order: Vec<usize> = (0..events.len()).collect();
         order.sort_by_key(|&i| (events[i].source.as_str(), events[i].external_id.as_str()));
         let mut outcomes = vec![None; events.len()];
@@ -153,10 +154,11 @@ impl PgStore {
     pub(super) async fn record_new(
         &self,
         events: &[&NewEvent],
+        lock_timeout_ms: u64,
     ) -> Result<Vec<Option<EventId>>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         // One statement: its own transaction, committed when `fetch_all` returns.
-        insert_new(&mut conn, events).await
+        insert_new(&mut conn, events, Some(lock_timeout_ms)).await
     }
 }
 

@@ -12,11 +12,15 @@ use crate::store::content_columns;
 
 /// Inserts each event whose natural key is free, with its job, in one statement (so one
 /// commit); returns the new event's id for each inserted, `None` for each whose key was taken
-/// (by a committed event, or by an earlier event of the same call). Keys are inserted in key
-/// order, so two such statements never wait on each other in a cycle.
+/// (by a committed event, or by an earlier event of the same call). Keys are inserted in the
+/// byte order of their text (collation "C", whatever the database's), the order every multi-key
+/// writer uses, so two such writers never wait on each other in a cycle. With
+/// `lock_timeout_ms`, a key another transaction holds is waited for at most that long (then the
+/// statement fails and keeps nothing); without, as long as the session's `lock_timeout` says.
 pub(super) async fn insert_new(
     conn: &mut PgConnection,
     events: &[&NewEvent],
+    lock_timeout_ms: Option<u64>,
 ) -> Result<Vec<Option<EventId>>, StoreError> {
     let n = events.len();
     let (mut sources, mut external_ids, mut kinds, mut movement_ids) = (
@@ -44,6 +48,9 @@ pub(super) async fn insert_new(
         payloads.push(event.payload.as_str());
         job_ids.push(ulid::Ulid::generate().to_string());
     }
+    // The lock timeout is set by a one-time filter of `input` (an InitPlan), which runs before
+    // `input` yields its first row, so before the insert takes any key. `SET LOCAL` would need
+    // an explicit transaction: two more round trips.
     let inserted: Vec<(i64, String)> = sqlx::query_as(
         "WITH input AS (
              SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
@@ -51,13 +58,16 @@ pub(super) async fn insert_new(
                  WITH ORDINALITY
                  AS i(source, external_id, kind, movement_id, fingerprint, facts,
                       validation_error, payload, job_id, ord)
+             WHERE (SELECT set_config('lock_timeout',
+                                      coalesce($13, current_setting('lock_timeout')), true))
+                   IS NOT NULL
          ), new_event AS (
              INSERT INTO settlement_events
                  (source, external_id, status, kind, movement_id, fingerprint, facts,
                   validation_error, payload, job_id)
              SELECT source, external_id, $10, kind, movement_id, fingerprint, facts,
                     validation_error, payload, job_id
-             FROM input ORDER BY source, external_id, ord
+             FROM input ORDER BY source COLLATE \"C\", external_id COLLATE \"C\", ord
              ON CONFLICT (source, external_id) DO NOTHING
              RETURNING id, job_id
          ), new_job AS (
@@ -80,6 +90,7 @@ pub(super) async fn insert_new(
     .bind(EventStatus::Recorded.as_str())
     .bind(POST_SETTLEMENT_QUEUE)
     .bind(QUEUE_ATTEMPTS_MAX)
+    .bind(lock_timeout_ms.map(|ms| format!("{ms}ms")))
     .fetch_all(&mut *conn)
     .await?;
     // Job ids are fresh per event: they say which events were inserted.
@@ -99,7 +110,7 @@ pub(super) async fn record_one(
     conn: &mut PgConnection,
     event: &NewEvent,
 ) -> Result<Recorded, StoreError> {
-    if let [Some(id)] = insert_new(conn, &[event]).await?.as_slice() {
+    if let [Some(id)] = insert_new(conn, &[event], None).await?.as_slice() {
         return Ok(Recorded::New(*id));
     }
     let fingerprint = event.fingerprint();

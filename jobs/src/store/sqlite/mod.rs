@@ -203,6 +203,7 @@ impl SqliteStore {
     pub(super) async fn record_new(
         &self,
         events: &[&NewEvent],
+        _lock_timeout_ms: u64,
     ) -> Result<Vec<Option<EventId>>, StoreError> {
         let mut tx = self.write().await?;
         let mut inserted = Vec::with_capacity(events.len());
