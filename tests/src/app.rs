@@ -257,6 +257,15 @@ impl TestApp {
             .expect("metrics text")
     }
 
+    /// The value of one series of `/metrics` (`name{labels}` exactly as printed), 0 if absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        self.metrics_page()
+            .await
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    }
+
     /// Runs `sql` (portable between the backends) returning one integer.
     pub async fn scalar(&self, sql: &str) -> i64 {
         let sql = sqlx::AssertSqlSafe(sql.to_owned());

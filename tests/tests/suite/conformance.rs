@@ -873,13 +873,10 @@ async fn hold_writes(app: &TestApp) -> tokio::sync::oneshot::Sender<()> {
 
 /// `(count, sum)` of a summary or histogram on `/metrics`.
 async fn metric_count_and_sum(app: &TestApp, name: &str) -> (f64, f64) {
-    let text = app.metrics_page().await;
-    let read = |series: String| {
-        text.lines()
-            .find_map(|line| line.strip_prefix(series.as_str())?.trim().parse().ok())
-            .unwrap_or(0.0)
-    };
-    (read(format!("{name}_count ")), read(format!("{name}_sum ")))
+    (
+        app.metric(&format!("{name}_count")).await,
+        app.metric(&format!("{name}_sum")).await,
+    )
 }
 
 async fn a_delivery_the_database_refuses_fails_alone_not_its_group(backend: Backend) {
