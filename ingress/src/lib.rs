@@ -17,11 +17,12 @@ use jobs::Store;
 use recorder::Recorder;
 
 pub use error::IngressError;
+pub use provider::Ignore;
 #[doc(hidden)]
 pub use provider::fuzzing;
 pub use provider::signature::SignatureError;
 pub use recorder::IngressSettings;
-pub use source::{Provider, Secret, Source, SourceError, Sources};
+pub use source::{Connect, Provider, Secret, Source, SourceError, Sources, StripeRules};
 
 /// The default limit on a webhook body.
 pub const BODY_BYTES_MAX_DEFAULT: usize = 256 * 1024;

@@ -93,6 +93,27 @@ pub enum SourceError {
     Duplicate(SourceName),
 }
 
+/// What a Stripe source records: events of its own mode only, and events of connected
+/// accounts only when it posts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StripeRules {
+    /// The mode of the account's key: live events at a live source, test events at a test one.
+    pub livemode: bool,
+    pub connect: Connect,
+}
+
+/// What a Stripe source does with events of connected accounts (`event.account`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Connect {
+    /// Acknowledged and counted, never recorded: a connected account's money is not the
+    /// platform's.
+    #[default]
+    Ignore,
+    /// Recorded and posted to accounts namespaced by the connected account.
+    Post,
+}
+
 /// One configured source, with its keys derived and checked.
 #[derive(Clone, Debug)]
 pub struct Source {
@@ -100,6 +121,8 @@ pub struct Source {
     pub provider: Provider,
     pub tolerance_secs: u64,
     pub(crate) keys: Vec<SigningKey>,
+    /// For `provider = "stripe"`.
+    pub stripe: Option<StripeRules>,
 }
 
 impl Source {
@@ -129,7 +152,14 @@ impl Source {
             provider,
             tolerance_secs,
             keys,
+            stripe: None,
         })
+    }
+
+    /// A Stripe source's mode and Connect rule.
+    pub fn with_stripe(mut self, rules: StripeRules) -> Self {
+        self.stripe = Some(rules);
+        self
     }
 }
 

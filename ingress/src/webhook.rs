@@ -70,14 +70,18 @@ async fn handle(
         .map_err(|_| IngressError::PayloadTooLarge { limit_bytes })?;
     let now = chrono::Utc::now().timestamp();
     let events = match authenticate(source, headers, &body, now)? {
-        Adapted::Ignored => {
-            info!(outcome = "ignored", "delivery acknowledged");
-            metrics::counter!("settle_deliveries_total", "source" => source.name.to_string(), "outcome" => "ignored", "reason" => "")
+        Adapted::Ignored(why) => {
+            info!(
+                outcome = "ignored",
+                reason = why.as_str(),
+                "delivery acknowledged"
+            );
+            metrics::counter!("settle_deliveries_total", "source" => source.name.to_string(), "outcome" => "ignored", "reason" => why.as_str())
                 .increment(1);
             if source.provider == Provider::Adyen {
                 return Ok(adyen_accepted());
             }
-            return Ok(Json(json!({"status": "ignored"})).into_response());
+            return Ok(Json(json!({"status": "ignored", "reason": why.as_str()})).into_response());
         }
         Adapted::Events(events) => std::sync::Arc::new(events),
     };

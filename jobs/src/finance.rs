@@ -72,10 +72,17 @@ pub struct EntryView {
     pub payout_id: Option<String>,
     pub reference: Option<String>,
     pub description: String,
-    /// The event whose job wrote this entry.
+    /// The event whose job wrote this entry (for a provider movement, the first event that
+    /// reached it).
     pub event_id: i64,
     pub reverses_entry_id: Option<i64>,
     pub reversed_by_entry_id: Option<i64>,
+    /// What the provider's API reported about the movement (Stripe: the balance transaction's
+    /// type, reporting category, net, exchange rate, available_on, source, fee parts); absent
+    /// for an entry posted from a webhook's own facts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<serde_json::Value>,
     pub lines: Vec<LineView>,
 }
 
@@ -202,6 +209,26 @@ impl SettlementEvent {
             Amounts::Fee { amount } | Amounts::PayoutPaid { amount } => -amount.decimal(),
         }
     }
+}
+
+/// What an entry did to the provider balance, with its currency: the net the provider reported
+/// (`details.net`) for a movement resolved through its API, else the effect of its event's own
+/// facts.
+pub fn balance_effect(
+    details: Option<&serde_json::Value>,
+    facts: Option<&serde_json::Value>,
+) -> Result<(Decimal, String), String> {
+    if let Some(details) = details {
+        let net = details.get("net").and_then(serde_json::Value::as_str);
+        let currency = details.get("currency").and_then(serde_json::Value::as_str);
+        return match (net.map(str::parse::<Decimal>), currency) {
+            (Some(Ok(net)), Some(currency)) => Ok((net, currency.to_owned())),
+            _ => Err("an entry's details carry no readable net and currency".into()),
+        };
+    }
+    let facts = facts.ok_or("an entry's event has no facts")?;
+    let event = SettlementEvent::from_stored(facts).map_err(|e| e.to_string())?;
+    Ok((event.balance_effect(), event.currency().code().to_owned()))
 }
 
 /// Compares a payout with its items. `payout`: `(entry id, amount, currency, reversed)`.

@@ -42,6 +42,19 @@ impl Fingerprint {
     }
 }
 
+impl Fingerprint {
+    /// The fingerprint of what a webhook names when it only names the money (a
+    /// [`crate::stripe::Trigger`]): its canonical JSON, under its own domain.
+    pub fn of_trigger(label: &str, value: &serde_json::Value) -> Self {
+        let mut canonical = Vec::with_capacity(256);
+        write_canonical_json(value, &mut canonical);
+        let mut facts = FieldHasher::new("settle.trigger.v1");
+        facts.field("label", label);
+        facts.field_bytes("json", &canonical);
+        facts.finish()
+    }
+}
+
 impl fmt::Display for Fingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_hex())

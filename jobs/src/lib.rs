@@ -7,11 +7,14 @@ pub mod fingerprint;
 pub mod group;
 pub mod ids;
 pub mod job;
+pub mod minor_units;
 pub mod money;
+pub mod movement;
 pub mod posting;
 pub mod record;
 pub mod review;
 pub mod store;
+pub mod stripe;
 
 pub use event::{Amounts, EventParts, FactsError, Kind, SettlementEvent};
 pub use fingerprint::Fingerprint;

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use crate::event::{Amounts, Kind, SettlementEvent};
 use crate::ids::SourceName;
 use crate::money::{Amount, Currency};
+use crate::movement::{Counter, FeeType, Movement};
 
 /// The accounts one source posts to. Every name may be configured; the defaults are DESIGN §4's.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +49,21 @@ impl Accounts {
             disputes: format!("disputes:{source}"),
             bank: "bank".into(),
             adjustments: "adjustments".into(),
+        }
+    }
+
+    /// Every account namespaced by a connected account (`stripe:balance:acct_1`,
+    /// `sales:acct_1`): a connected account's money is never booked to the platform's accounts.
+    pub fn for_connected_account(&self, account: &str) -> Accounts {
+        let namespaced = |name: &String| format!("{name}:{account}");
+        Accounts {
+            balance: namespaced(&self.balance),
+            fees: namespaced(&self.fees),
+            sales: namespaced(&self.sales),
+            refunds: namespaced(&self.refunds),
+            disputes: namespaced(&self.disputes),
+            bank: namespaced(&self.bank),
+            adjustments: namespaced(&self.adjustments),
         }
     }
 
@@ -173,6 +189,62 @@ pub fn draft(source: &SourceName, event: &SettlementEvent, accounts: &Accounts) 
         effective_date: event.occurred_at().date_naive(),
         description,
         lines: lines.into_vec(),
+    }
+}
+
+/// The entry a provider's movement posts (one per movement, whichever event reached it): the
+/// provider balance takes the net, each fee part its fee account, and the gross goes against the
+/// movement's counter account. `net + fees = amount`, so it balances; zero amounts get no line.
+///
+/// | counter | account |
+/// |---|---|
+/// | sales, refunds, disputes, bank, adjustments | that account of the source |
+/// | fees | the fee account (a provider fee posted as its own movement) |
+///
+/// Fee parts: the provider's own fee (`stripe_fee`) goes to `fees`, any other part to
+/// `{fees}:{fee type}` (`fees:stripe:application_fee`, `fees:stripe:tax`).
+pub fn draft_movement(movement: &Movement, accounts: &Accounts) -> EntryDraft {
+    let a = accounts;
+    let counter = match movement.counter() {
+        Counter::Sales => &a.sales,
+        Counter::Refunds => &a.refunds,
+        Counter::Disputes => &a.disputes,
+        Counter::Fees => &a.fees,
+        Counter::Bank => &a.bank,
+        Counter::Adjustments => &a.adjustments,
+    };
+    let mut fee_lines: BTreeMap<String, Decimal> = BTreeMap::new();
+    for fee in movement.fees() {
+        *fee_lines.entry(fee_account(a, &fee.fee_type)).or_default() += fee.amount.decimal();
+    }
+    if movement.fees().is_empty() && !movement.fee().is_zero() {
+        fee_lines.insert(a.fees.clone(), movement.fee().decimal());
+    }
+    let mut lines = Lines::new(movement.currency());
+    lines.push(&a.balance, movement.net().decimal());
+    for (account, amount) in &fee_lines {
+        lines.push(account, *amount);
+    }
+    lines.push(counter, -movement.amount().decimal());
+    let mut description = format!("{} {}", movement.kind(), movement.id());
+    if let Some(reference) = movement.reference() {
+        description.push_str(&format!(" ({reference})"));
+    }
+    EntryDraft {
+        source_key: movement.source_key().to_owned(),
+        effective_date: movement.occurred_at().date_naive(),
+        description,
+        lines: lines.into_vec(),
+    }
+}
+
+/// The account of one fee part.
+pub fn fee_account(accounts: &Accounts, fee_type: &FeeType) -> String {
+    const PROVIDERS_OWN: &[&str] = &["stripe_fee"];
+    if PROVIDERS_OWN.contains(&fee_type.as_str()) {
+        accounts.fees.clone()
+    } else {
+        format!("{}:{fee_type}", accounts.fees)
     }
 }
 

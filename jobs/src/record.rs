@@ -6,6 +6,7 @@ use std::fmt;
 use crate::event::{FactsError, SettlementEvent};
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConflictId, EventId, ExternalId, SourceName};
+use crate::stripe::Trigger;
 
 /// An authentic delivery's event, ready to be recorded.
 #[derive(Clone, Debug)]
@@ -17,11 +18,13 @@ pub struct NewEvent {
     pub content: Content,
 }
 
-/// An event's facts: valid, or kept as received with the reason they are not.
+/// An event's facts: valid, kept as received with the reason they are not, or (for a provider
+/// whose webhook only names the money) what the webhook names, for the job to fetch.
 #[derive(Clone, Debug)]
 pub enum Content {
     Valid(SettlementEvent),
     Invalid(InvalidFacts),
+    Named(Trigger),
 }
 
 /// Facts that failed validation. The event is still recorded (the provider must stop
@@ -40,6 +43,7 @@ impl NewEvent {
         match &self.content {
             Content::Valid(event) => event.fingerprint(),
             Content::Invalid(invalid) => invalid.fingerprint,
+            Content::Named(trigger) => trigger.fingerprint(),
         }
     }
 }

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
-use ingress::{IngressSettings, Provider, Secret, Source, Sources};
+use ingress::{Connect, IngressSettings, Provider, Secret, Source, Sources, StripeRules};
 use jobs::posting::{AccountOverrides, Accounts};
 use jobs::{PostingRules, SourceName, StoreOptions};
 use serde::Deserialize;
-use workers::WorkerSettings;
+use workers::{ApiKey, ProviderApis, StripeApiSettings, WorkerSettings};
 
 use crate::auth::{TokenConfig, Tokens};
 
@@ -83,6 +83,135 @@ pub struct SourceConfig {
     /// Accounts this source posts to; unset names keep their defaults.
     #[serde(default)]
     pub accounts: AccountOverrides,
+    /// Stripe: the mode of the account's key; events of the other mode are ignored. Required.
+    #[serde(default)]
+    pub livemode: Option<bool>,
+    /// Stripe: events of connected accounts are ignored (the default) or posted to accounts
+    /// namespaced by the connected account.
+    #[serde(default)]
+    pub connect: Option<Connect>,
+    /// Stripe: the environment variable holding a restricted API key with read access to
+    /// balance transactions, charges, refunds, disputes and payouts. Required.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Stripe: the key itself, when it is not in the environment (never printed).
+    #[serde(default)]
+    pub api_key: Option<Secret>,
+    /// Stripe: where its API is reached (tests and proxies point it elsewhere).
+    #[serde(default)]
+    pub api_base: Option<String>,
+    /// Stripe: API requests per second the whole fleet may send for this source (Stripe allows
+    /// about 100 read requests a second in live mode and 25 in test mode).
+    #[serde(default)]
+    pub api_requests_per_sec: Option<u32>,
+    /// Stripe: the longest wait for a connection, and for a whole request.
+    #[serde(default)]
+    pub api_connect_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub api_request_timeout_ms: Option<u64>,
+}
+
+/// Stripe's API, unless a source says otherwise.
+pub const STRIPE_API_BASE: &str = "https://api.stripe.com";
+/// The request budgets the Stripe sources get unless they set one: Stripe's documented read
+/// limits per mode.
+const STRIPE_REQUESTS_PER_SEC_LIVE: u32 = 100;
+const STRIPE_REQUESTS_PER_SEC_TEST: u32 = 25;
+const STRIPE_CONNECT_TIMEOUT_MS: u64 = 3_000;
+const STRIPE_REQUEST_TIMEOUT_MS: u64 = 10_000;
+
+impl SourceConfig {
+    /// The Stripe-only keys this source sets.
+    fn stripe_keys_set(&self) -> Vec<&'static str> {
+        [
+            ("livemode", self.livemode.is_some()),
+            ("connect", self.connect.is_some()),
+            ("api_key_env", self.api_key_env.is_some()),
+            ("api_key", self.api_key.is_some()),
+            ("api_base", self.api_base.is_some()),
+            ("api_requests_per_sec", self.api_requests_per_sec.is_some()),
+            (
+                "api_connect_timeout_ms",
+                self.api_connect_timeout_ms.is_some(),
+            ),
+            (
+                "api_request_timeout_ms",
+                self.api_request_timeout_ms.is_some(),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect()
+    }
+
+    fn validate_provider_keys(&self) -> anyhow::Result<()> {
+        let name = &self.name;
+        if self.provider != Provider::Stripe {
+            if let Some(key) = self.stripe_keys_set().first() {
+                bail!("source {name}: {key} is a setting of provider = \"stripe\" sources only");
+            }
+            return Ok(());
+        }
+        if self.livemode.is_none() {
+            bail!(
+                "source {name}: livemode is required for a stripe source (true for a live-mode key, false for a test-mode key)"
+            );
+        }
+        if self.api_key_env.is_some() == self.api_key.is_some() {
+            bail!(
+                "source {name}: a stripe source needs api_key_env (the environment variable holding a restricted, read-only API key) or api_key, not both"
+            );
+        }
+        if self.api_requests_per_sec == Some(0) {
+            bail!("source {name}: api_requests_per_sec must be positive");
+        }
+        if self.api_request_timeout_ms == Some(0) || self.api_connect_timeout_ms == Some(0) {
+            bail!("source {name}: API timeouts must be positive");
+        }
+        Ok(())
+    }
+
+    /// How workers reach this source's API (Stripe sources), the key read from its variable.
+    fn stripe_api(&self) -> anyhow::Result<Option<StripeApiSettings>> {
+        if self.provider != Provider::Stripe {
+            return Ok(None);
+        }
+        let name = &self.name;
+        let key = match (&self.api_key, &self.api_key_env) {
+            (Some(key), _) => key.expose().to_owned(),
+            (None, var) => {
+                let var = var.as_deref().unwrap_or_default();
+                std::env::var(var)
+                    .ok()
+                    .filter(|key| !key.trim().is_empty())
+                    .with_context(|| {
+                        format!(
+                            "source {name}: environment variable {var} (api_key_env) is not set"
+                        )
+                    })?
+            }
+        };
+        let livemode = self.livemode.unwrap_or(false);
+        let default_budget = match livemode {
+            true => STRIPE_REQUESTS_PER_SEC_LIVE,
+            false => STRIPE_REQUESTS_PER_SEC_TEST,
+        };
+        Ok(Some(StripeApiSettings {
+            source: self.name.clone(),
+            api_key: ApiKey::new(key.trim()),
+            api_base: self
+                .api_base
+                .clone()
+                .unwrap_or_else(|| STRIPE_API_BASE.to_owned()),
+            requests_per_sec: self.api_requests_per_sec.unwrap_or(default_budget),
+            connect_timeout_ms: self
+                .api_connect_timeout_ms
+                .unwrap_or(STRIPE_CONNECT_TIMEOUT_MS),
+            request_timeout_ms: self
+                .api_request_timeout_ms
+                .unwrap_or(STRIPE_REQUEST_TIMEOUT_MS),
+        }))
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -176,14 +305,34 @@ impl Config {
                         .map(Secret::new),
                 );
             }
-            sources.push(Source::new(
+            let mut built = Source::new(
                 source.name.clone(),
                 source.provider,
                 &secrets,
                 source.tolerance_secs,
-            )?);
+            )?;
+            source.validate_provider_keys()?;
+            if source.provider == Provider::Stripe {
+                built = built.with_stripe(StripeRules {
+                    livemode: source.livemode.unwrap_or(false),
+                    connect: source.connect.unwrap_or_default(),
+                });
+            }
+            sources.push(built);
         }
         Ok(Sources::new(sources)?)
+    }
+
+    /// The provider APIs workers call (each Stripe source's client, its key read from
+    /// `api_key_env` now).
+    pub fn provider_apis(&self) -> anyhow::Result<ProviderApis> {
+        let mut stripe = Vec::new();
+        for source in &self.sources {
+            if let Some(api) = source.stripe_api()? {
+                stripe.push(api);
+            }
+        }
+        Ok(ProviderApis::new(stripe)?)
     }
 
     /// Each configured source's accounts (others post to the defaults).

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 mod dashboard;
 pub mod export;
+pub mod fake_stripe;
 mod health;
 pub mod loadgen;
 mod request_id;

@@ -376,10 +376,8 @@ fn signed(shared: &Shared, delivery: Delivery) -> (Vec<(String, String)>, String
             (headers, body)
         }
         LoadProvider::Stripe => {
-            let body = json!({"id": id, "object": "event", "type": "payout.paid", "created": 1_764_500_100,
-                "pending_webhooks": 1, "data": {"object": {"id": format!("po_{id}"), "object": "payout",
-                "amount": cents, "currency": "usd", "arrival_date": 1_764_500_000}}})
-            .to_string();
+            let body = stripe_charge_succeeded(&id, delivery.variant == Variant::Conflict);
+            let body = body.to_string();
             let header = sign::stripe_header(&o.secret, sign::now(), body.as_bytes());
             (vec![("stripe-signature".to_owned(), header)], body)
         }
@@ -388,6 +386,28 @@ fn signed(shared: &Shared, delivery: Delivery) -> (Vec<(String, String)>, String
             (vec![], sign::adyen_notification(&o.secret, &[item]))
         }
     }
+}
+
+/// A test-mode `charge.succeeded` in the shape Stripe sends (`fixtures/stripe`): the charge names
+/// its balance transaction `txn_<id>` by id, which a fake Stripe API synthesizes
+/// ([`crate::fake_stripe::synthetic_charge`]). A conflict names another one under the same
+/// event id.
+fn stripe_charge_succeeded(id: &str, conflict: bool) -> serde_json::Value {
+    let transaction = match conflict {
+        false => format!("txn_{id}"),
+        true => format!("txn_{id}_other"),
+    };
+    let amount = crate::fake_stripe::synthetic_charge_amount(&transaction);
+    let mut charge = crate::fake_stripe::fixture("charge");
+    charge["id"] = json!(format!("ch_{id}"));
+    charge["balance_transaction"] = json!(transaction);
+    charge["amount"] = json!(amount);
+    charge["amount_captured"] = json!(amount);
+    let mut event = crate::fake_stripe::fixture("event");
+    event["id"] = json!(id);
+    event["type"] = json!("charge.succeeded");
+    event["data"]["object"] = charge;
+    event
 }
 
 async fn send(shared: &Shared, delivery: Delivery, due: Option<Instant>) {

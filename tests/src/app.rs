@@ -3,6 +3,9 @@
 
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+
+use ops::fake_stripe::FakeStripe;
 use ops::{App, Config, Role};
 use sqlx::{PgPool, SqlitePool};
 use tokio::task::JoinHandle;
@@ -37,6 +40,8 @@ pub struct TestApp {
     pool: Pool,
     /// The app's own store, for driving jobs directly.
     pub store: jobs::Store,
+    /// The fake Stripe API its `stripe` source calls.
+    pub stripe: Arc<FakeStripe>,
     shutdown: CancellationToken,
     task: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -87,6 +92,8 @@ pub struct AppOptions {
     pub extra: String,
     /// The body of the `[workers]` table.
     pub workers: String,
+    /// The fake Stripe API the `stripe` source calls; `None`: the app starts its own.
+    pub stripe: Option<Arc<FakeStripe>>,
 }
 
 impl Default for AppOptions {
@@ -96,8 +103,23 @@ impl Default for AppOptions {
             role: Role::Serve,
             extra: String::new(),
             workers: FAST_WORKERS.to_owned(),
+            stripe: None,
         }
     }
+}
+
+/// The `stripe` source's API key at the fake Stripe API.
+pub const STRIPE_API_KEY: &str = "rk_test_settle_fake_api_key_7d41";
+
+/// A fake Stripe API for a test app: it accepts [`STRIPE_API_KEY`] and makes up a charge's
+/// balance transaction for any `txn_<suffix>` it was not given (so load-shaped Stripe events
+/// post without set-up).
+pub async fn fake_stripe() -> Arc<FakeStripe> {
+    let fake = FakeStripe::start(STRIPE_API_KEY)
+        .await
+        .expect("the fake Stripe API starts");
+    fake.synthesize_charges(true);
+    Arc::new(fake)
 }
 
 /// The app (ingress, workers) with the default test sources.
@@ -144,6 +166,11 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         name = "stripe"
         provider = "stripe"
         secrets = ["{STRIPE_SECRET}", "{STRIPE_SECRET_OLD}"]
+        livemode = false
+        api_key = "{STRIPE_API_KEY}"
+        api_base = "{stripe_api}"
+        api_requests_per_sec = 2000
+        api_request_timeout_ms = 2000
 
         [[sources]]
         name = "adyen"
@@ -162,6 +189,10 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         "#,
         extra = options.extra,
         workers = options.workers,
+        stripe_api = options
+            .stripe
+            .as_ref()
+            .map_or_else(|| "http://127.0.0.1:9".to_owned(), |fake| fake.url()),
         ops = ops::auth::token_sha256(OPS_TOKEN),
         finance = ops::auth::token_sha256(FINANCE_TOKEN),
     )
@@ -186,7 +217,12 @@ pub async fn spawn(options: AppOptions) -> TestApp {
 }
 
 /// Starts the app over an existing database (for example after a previous app stopped).
-pub async fn start(database: Database, options: AppOptions) -> TestApp {
+pub async fn start(database: Database, mut options: AppOptions) -> TestApp {
+    let stripe = match &options.stripe {
+        Some(fake) => fake.clone(),
+        None => fake_stripe().await,
+    };
+    options.stripe = Some(stripe.clone());
     let config =
         Config::from_toml(&config_toml(&database.url(), &options)).expect("test configuration");
     crate::logs::init();
@@ -212,6 +248,7 @@ pub async fn start(database: Database, options: AppOptions) -> TestApp {
         database,
         pool,
         store,
+        stripe,
         shutdown,
         task: Some(task),
     }

@@ -48,6 +48,7 @@ impl<'a> Fleet<'a> {
     ) -> Self {
         let options = AppOptions {
             workers: workers.to_owned(),
+            stripe: Some(app.stripe.clone()),
             ..AppOptions::default()
         };
         let config = scratch.write("settle.toml", &config_toml(&app.database_url(), &options));

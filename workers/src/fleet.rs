@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::chaos::Chaos;
+use crate::provider::ProviderApis;
 use crate::runner::Runner;
 use crate::settings::WorkerSettings;
 use crate::wake::NotifyOrTick;
@@ -49,6 +50,7 @@ pub struct Workers {
     store: Store,
     settings: WorkerSettings,
     runner: Arc<Runner>,
+    apis: ProviderApis,
     health: WorkerHealth,
 }
 
@@ -70,12 +72,14 @@ impl Workers {
     pub fn new(
         store: Store,
         rules: PostingRules,
+        apis: ProviderApis,
         settings: WorkerSettings,
     ) -> Result<Self, WorkersError> {
         settings.validate().map_err(WorkersError::Settings)?;
         let runner = Arc::new(Runner::new(
             store.clone(),
             rules,
+            apis.clone(),
             &settings,
             Chaos::from_env(),
         ));
@@ -83,6 +87,7 @@ impl Workers {
             store,
             settings,
             runner,
+            apis,
             health: WorkerHealth::default(),
         })
     }
@@ -102,6 +107,14 @@ impl Workers {
             self.settings.clone(),
             shutdown.clone(),
         ));
+        if !self.apis.is_empty() {
+            tokio::spawn(budget_loop(
+                self.store.clone(),
+                self.apis.clone(),
+                self.settings.clone(),
+                shutdown.clone(),
+            ));
+        }
         self.supervise(&shutdown).await;
         if let Err(error) = sweep.await {
             error!(%error, "sweep task failed");
@@ -261,6 +274,31 @@ async fn sweep_loop(store: Store, settings: WorkerSettings, shutdown: Cancellati
                 warn!(count, "sweep re-enqueued stranded events");
             }
             Err(error) => warn!(%error, "sweep failed"),
+        }
+    }
+}
+
+/// Keeps each provider budget's share in step with the fleet: every heartbeat, the worker
+/// processes alive (seen within the rescue window) split each source's requests per second.
+async fn budget_loop(
+    store: Store,
+    apis: ProviderApis,
+    settings: WorkerSettings,
+    shutdown: CancellationToken,
+) {
+    let heartbeat = Duration::from_millis(settings.heartbeat_interval_ms);
+    let window = heartbeat * u32::try_from(settings.missed_heartbeats).unwrap_or(u32::MAX);
+    let mut tick = tokio::time::interval(heartbeat);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        match store.live_workers(window).await {
+            Ok(workers) => apis
+                .budgets()
+                .for_each(|budget| budget.set_workers(workers)),
+            Err(error) => warn!(%error, "counting the fleet's workers failed; budgets unchanged"),
         }
     }
 }

@@ -9,18 +9,27 @@
 //! are those of a single call: a start is committed before its job's work begins, a posting is
 //! all or nothing.
 
+use std::sync::Arc;
+
 use jobs::group::Grouper;
-use jobs::job::{AttemptStart, JobRef, Posted};
-use jobs::{PostError, PostingRules, Store, StoreError};
+use jobs::job::{AttemptStart, JobRef, Posted, Work};
+use jobs::movement::Resolved;
+use jobs::store::ResolvedPost;
+use jobs::{EventId, PostError, PostingRules, Store, StoreError};
+use tracing::warn;
 
 type Start = (JobRef, String);
 type Post = (JobRef, u32);
+type PostResolved = (JobRef, u32, Arc<Resolved>);
 
-/// The two groupers of one worker process.
+/// The groupers of one worker process: attempt starts, reads of what each event needs, and the
+/// two kinds of posting (an event's own facts; movements resolved through a provider's API).
 #[derive(Debug)]
 pub(crate) struct GroupCommit {
     starts: Grouper<Start, Result<AttemptStart, StoreError>>,
+    work: Grouper<EventId, Result<Work, StoreError>>,
     posts: Grouper<Post, Result<Posted, PostError>>,
+    resolved: Grouper<PostResolved, Result<Posted, PostError>>,
 }
 
 impl GroupCommit {
@@ -42,13 +51,79 @@ impl GroupCommit {
                     .await
             }
         });
+        let work_store = store.clone();
+        let work = Grouper::spawn(group_size_max, groups_max, move |group: Vec<EventId>| {
+            let store = work_store.clone();
+            async move {
+                match store.work(&group).await {
+                    Ok(work) => work.into_iter().map(Ok).collect(),
+                    Err(error) => {
+                        warn!(%error, events = group.len(), "reading what events need failed");
+                        group
+                            .iter()
+                            .map(|_| Err(StoreError::Interrupted("reading the event failed")))
+                            .collect()
+                    }
+                }
+            }
+        });
+        let resolved_store = store.clone();
+        let resolved = Grouper::spawn(
+            group_size_max,
+            groups_max,
+            move |group: Vec<PostResolved>| {
+                metrics::histogram!("settle_group_size").record(group.len() as f64);
+                let store = resolved_store.clone();
+                async move {
+                    let posts: Vec<ResolvedPost<'_>> = group
+                        .iter()
+                        .map(|(job, attempt, resolved)| ResolvedPost {
+                            job,
+                            attempt: *attempt,
+                            resolved,
+                        })
+                        .collect();
+                    store.post_resolved_many(&posts, lock_timeout_ms).await
+                }
+            },
+        );
         let posts = Grouper::spawn(group_size_max, groups_max, move |group: Vec<Post>| {
             metrics::histogram!("settle_group_size").record(group.len() as f64);
             let store = store.clone();
             let rules = rules.clone();
             async move { store.post_many(&group, &rules, lock_timeout_ms).await }
         });
-        Self { starts, posts }
+        Self {
+            starts,
+            work,
+            posts,
+            resolved,
+        }
+    }
+
+    /// `Store::work`, in the next group.
+    pub(crate) async fn work(&self, job: &JobRef) -> Result<Work, StoreError> {
+        self.work
+            .call(job.event_id)
+            .await
+            .unwrap_or(Err(StoreError::Interrupted(
+                "the read group ended before answering",
+            )))
+    }
+
+    /// `Store::post_resolved`, in the next group.
+    pub(crate) async fn post_resolved(
+        &self,
+        job: &JobRef,
+        attempt: u32,
+        resolved: Resolved,
+    ) -> Result<Posted, PostError> {
+        self.resolved
+            .call((job.clone(), attempt, Arc::new(resolved)))
+            .await
+            .unwrap_or(Err(PostError::Store(StoreError::Interrupted(
+                "the posting group ended before answering",
+            ))))
     }
 
     /// `Store::start_attempt`, in the next group.

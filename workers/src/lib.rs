@@ -11,10 +11,12 @@
 pub mod chaos;
 mod fleet;
 mod group;
+pub mod provider;
 pub mod retry;
 mod runner;
 mod settings;
 mod wake;
 
 pub use fleet::{WorkerHealth, Workers, WorkersError};
+pub use provider::{ApiKey, ProviderApis, StripeApiSettings};
 pub use settings::WorkerSettings;

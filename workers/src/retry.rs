@@ -19,7 +19,11 @@ impl RetryPolicy {
         } else if attempt >= self.attempts_max {
             FailureDecision::DeadLetter(ErrorClass::Exhausted)
         } else {
-            FailureDecision::RetryAfterMs(self.delay_ms(attempt))
+            // Never sooner than the cause asked (a provider's Retry-After).
+            let delay_ms = self
+                .delay_ms(attempt)
+                .max(error.retry_after_ms().unwrap_or(0));
+            FailureDecision::RetryAfterMs(delay_ms)
         }
     }
 

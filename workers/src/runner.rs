@@ -9,12 +9,14 @@ use tokio::sync::RwLock;
 use tokio_util::sync::CancellationToken;
 
 use apalis_core::error::{AbortError, BoxDynError};
-use jobs::job::{AttemptStart, FailureDecision, JobPayload, JobRef, Posted};
+use jobs::job::{AttemptStart, FailureDecision, JobPayload, JobRef, Posted, Work};
 use jobs::{PostError, PostingRules, Store, StoreError};
 use tracing::{debug, error, info, warn};
 
 use crate::chaos::Chaos;
 use crate::group::GroupCommit;
+use crate::provider::ProviderApis;
+use crate::provider::resolve::resolve;
 use crate::retry::RetryPolicy;
 use crate::settings::WorkerSettings;
 
@@ -35,6 +37,10 @@ pub(crate) struct Runner {
     lock_timeout_ms: u64,
     policy: RetryPolicy,
     chaos: Chaos,
+    /// The provider APIs of the sources whose webhooks only name the money; empty when none is
+    /// configured (then no job reads its event before posting).
+    apis: ProviderApis,
+    rules: PostingRules,
 }
 
 /// How one run of a job ended (the store has written it already, except after a store
@@ -70,12 +76,13 @@ impl Runner {
     pub(crate) fn new(
         store: Store,
         rules: PostingRules,
+        apis: ProviderApis,
         settings: &WorkerSettings,
         chaos: Chaos,
     ) -> Self {
         let group = GroupCommit::spawn(
             store.clone(),
-            rules,
+            rules.clone(),
             settings.attempts_max,
             settings.lock_timeout_ms,
             settings.group_size_max,
@@ -92,6 +99,8 @@ impl Runner {
                 max_ms: settings.backoff_max_ms,
             },
             chaos,
+            apis,
+            rules,
         }
     }
 
@@ -189,18 +198,42 @@ impl Runner {
                 return Finish::HandBack(Handback::Rescued(delay_ms));
             }
         };
-        self.chaos.before_posting(&self.store, job.event_id).await;
-        let error = match self.group.post(job, attempt).await {
+        let work = match self.apis.is_empty() {
+            true => Work::Post,
+            false => match self.group.work(job).await {
+                Ok(work) => work,
+                Err(error) => return error.into(),
+            },
+        };
+        let posting = match work {
+            Work::Post => {
+                self.chaos.before_posting(&self.store, job.event_id).await;
+                self.group.post(job, attempt).await
+            }
+            Work::Resolve { source, trigger } => {
+                match resolve(&self.apis, &self.rules, &source, &trigger).await {
+                    Ok(resolved) => {
+                        self.chaos.before_posting(&self.store, job.event_id).await;
+                        self.group.post_resolved(job, attempt, resolved).await
+                    }
+                    Err(error) => Err(error),
+                }
+            }
+        };
+        let error = match posting {
             Ok(posted) => {
                 let outcome = match posted {
                     Posted::New { .. } => "posted",
                     Posted::Replayed { .. } => "replayed",
                     Posted::AlreadySettled => "already_settled",
+                    Posted::Movements { written: 0, .. } => "movements_existing",
+                    Posted::Movements { .. } => "movements_posted",
                 };
                 info!(job_id = %job.job_id, event_id = %job.event_id, attempt, outcome, "job done");
                 count(outcome);
-                if let Posted::New { received_at, .. } | Posted::Replayed { received_at, .. } =
-                    posted
+                if let Posted::New { received_at, .. }
+                | Posted::Replayed { received_at, .. }
+                | Posted::Movements { received_at, .. } = posted
                 {
                     let lag = (chrono::Utc::now() - received_at)
                         .to_std()

@@ -20,10 +20,10 @@ use jobs::{
 };
 use serde_json::{Map, Value, json};
 
-use super::minor_units::adyen_exponent;
 use super::signature::{SignatureError, any_matches};
-use super::{Adapted, Unparseable};
+use super::{Adapted, Ignore, Unparseable};
 use crate::source::Source;
+use jobs::minor_units::adyen_exponent;
 
 const SIGNATURE_FIELD: &str = "additionalData.hmacSignature";
 
@@ -155,7 +155,7 @@ pub(crate) fn adapt(source: &Source, value: &Value) -> Result<Adapted, Unparseab
         });
     }
     Ok(if events.is_empty() {
-        Adapted::Ignored
+        Adapted::Ignored(Ignore::NotSettlement)
     } else {
         Adapted::Events(events)
     })
@@ -282,7 +282,10 @@ mod tests {
         );
         assert!(verify(&source(), body.to_string().as_bytes()).is_ok());
         // AUTHORISATION is not a settlement: authentic, acknowledged, nothing recorded.
-        assert!(matches!(adapt(&source(), &body), Ok(Adapted::Ignored)));
+        assert!(matches!(
+            adapt(&source(), &body),
+            Ok(Adapted::Ignored(Ignore::NotSettlement))
+        ));
     }
 
     #[test]
@@ -352,6 +355,7 @@ mod tests {
                     event.amounts().fields()[0].1.to_string(),
                 ),
                 Content::Invalid(invalid) => panic!("{:?}", invalid.error),
+                Content::Named(trigger) => panic!("{trigger:?}"),
             })
             .collect();
         assert_eq!(

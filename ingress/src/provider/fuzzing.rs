@@ -228,7 +228,7 @@ fn authentic(result: Result<Adapted, Rejection>) -> Option<Vec<NewEvent>> {
             check_events(&events);
             Some(events)
         }
-        Ok(Adapted::Ignored) | Err(Rejection::Unparseable(_)) => None,
+        Ok(Adapted::Ignored(_)) | Err(Rejection::Unparseable(_)) => None,
         Err(Rejection::Signature(error)) => panic!("an authentic delivery was refused: {error}"),
     }
 }

@@ -4,7 +4,6 @@
 mod adyen;
 #[doc(hidden)]
 pub mod fuzzing;
-mod minor_units;
 pub mod signature;
 mod standard;
 mod stripe;
@@ -18,10 +17,34 @@ use signature::SignatureError;
 /// What an authentic delivery turned out to be.
 #[derive(Debug)]
 pub enum Adapted {
-    /// Authentic, but not about settlement: acknowledged, nothing recorded.
-    Ignored,
+    /// Authentic, but nothing to book: acknowledged, nothing recorded.
+    Ignored(Ignore),
     /// One event (or one per Adyen item), each valid or kept with its validation error.
     Events(Vec<NewEvent>),
+}
+
+/// Why an authentic delivery is acknowledged without being recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ignore {
+    /// Not a settlement-relevant type.
+    NotSettlement,
+    /// About a connected account (Stripe Connect) of a source that does not post them.
+    ConnectedAccount,
+    /// Of the other mode (a test-mode event at a live source, or the reverse).
+    OtherMode,
+    /// An update that names no money movement the event's object did not name before.
+    NoMovement,
+}
+
+impl Ignore {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ignore::NotSettlement => "not_settlement",
+            Ignore::ConnectedAccount => "connected_account",
+            Ignore::OtherMode => "other_mode",
+            Ignore::NoMovement => "no_movement",
+        }
+    }
 }
 
 /// An authentic delivery whose event key cannot be read: 400, nothing written.

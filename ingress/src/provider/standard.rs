@@ -11,7 +11,7 @@ use jobs::{
 use serde_json::{Value, json};
 
 use super::signature::{SignatureError, any_matches, check_tolerance};
-use super::{Adapted, Unparseable, header};
+use super::{Adapted, Ignore, Unparseable, header};
 use crate::source::Source;
 
 const HEADER_SETS: [[&str; 3]; 2] = [
@@ -77,7 +77,7 @@ pub(crate) fn adapt(
         .and_then(Value::as_str)
         .ok_or(Unparseable("missing string field `type`"))?;
     let Some(kind_text) = event_type.strip_prefix("settlement.") else {
-        return Ok(Adapted::Ignored);
+        return Ok(Adapted::Ignored(Ignore::NotSettlement));
     };
     let data = envelope.get("data");
     let facts = match (Kind::parse(kind_text), data) {
@@ -264,7 +264,10 @@ mod tests {
     fn adapts_types() {
         let source = source(&[VECTOR_SECRET]);
         let ignored = adapt(&source, "msg_1", br#"{"type": "invoice.paid", "data": {}}"#);
-        assert!(matches!(ignored, Ok(Adapted::Ignored)));
+        assert!(matches!(
+            ignored,
+            Ok(Adapted::Ignored(Ignore::NotSettlement))
+        ));
         let unknown = adapt(
             &source,
             "msg_1",

@@ -1,24 +1,22 @@
 //! `provider = "stripe"`: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`, HMAC-SHA256 over
 //! `{t}.{raw body}` keyed with the UTF-8 bytes of the whole `whsec_...` secret. Other schemes
-//! (`v0`) are ignored. The event's `id` is its external id; the Stripe object it is about
-//! (payout, refund, dispute, charge) is its money movement.
+//! (`v0`) are ignored. The event's `id` is its external id.
 //!
-//! Mapped: `payout.paid`, `payout.failed`, `charge.refunded` (its newest refund),
-//! `charge.dispute.funds_withdrawn`, `charge.dispute.funds_reinstated`, and `charge.succeeded`
-//! when its balance transaction is expanded (amount, fee, net). Everything else is ignored.
+//! A Stripe webhook never carries the settled money: a charge's or refund's
+//! `balance_transaction` is an id (null under asynchronous capture), `charge.refunded` lists no
+//! refunds (API 2022-11-15 on), a payout's items are only listed by the API. So an event is
+//! recorded with what it names (a [`StripeTrigger`]), and its job fetches the balance
+//! transactions. Events of the other mode (`livemode`) and, unless the source posts Connect,
+//! events of connected accounts (`account`) are acknowledged and ignored.
 
 use axum::http::HeaderMap;
-use chrono::{DateTime, Utc};
-use jobs::{
-    Amount, Amounts, Content, Currency, EventParts, ExternalId, FactsError, Fingerprint,
-    InvalidFacts, Kind, MovementId, NewEvent, PayoutId, SettlementEvent,
-};
+use jobs::stripe::{StripeTrigger, Trigger};
+use jobs::{Content, ExternalId, FactsError, Fingerprint, InvalidFacts, NewEvent};
 use serde_json::{Map, Value, json};
 
-use super::minor_units::stripe_exponent;
 use super::signature::{SignatureError, any_matches, check_tolerance};
-use super::{Adapted, Unparseable, header};
-use crate::source::Source;
+use super::{Adapted, Ignore, Unparseable, header};
+use crate::source::{Connect, Source};
 
 const HEADER: &str = "stripe-signature";
 
@@ -85,24 +83,40 @@ pub(crate) fn adapt(source: &Source, body: &[u8]) -> Result<Adapted, Unparseable
         .get("type")
         .and_then(Value::as_str)
         .ok_or(Unparseable("missing string field `type`"))?;
+    let Some(names) = names_of(event_type) else {
+        return Ok(Adapted::Ignored(Ignore::NotSettlement));
+    };
+    let rules = source.stripe.unwrap_or_default();
+    if event.get("livemode").and_then(Value::as_bool) != Some(rules.livemode) {
+        return Ok(Adapted::Ignored(Ignore::OtherMode));
+    }
+    let account = event.get("account").and_then(Value::as_str);
+    if account.is_some() && rules.connect == Connect::Ignore {
+        return Ok(Adapted::Ignored(Ignore::ConnectedAccount));
+    }
     let object = event
         .get("data")
         .and_then(|d| d.get("object"))
         .and_then(Value::as_object);
-    let Some(mapped) = map_type(event_type, object) else {
-        return Ok(Adapted::Ignored);
-    };
-    let object = object.cloned().unwrap_or_default();
-    let content = match mapped(&object) {
-        Ok(event) => Content::Valid(event),
-        Err(error) => Content::Invalid(InvalidFacts {
-            kind: Some(event_type.to_owned()),
-            error,
-            fingerprint: Fingerprint::of_unvalidated(
-                "stripe",
-                &json!({"type": event_type, "object": object}),
-            ),
-        }),
+    if event_type == "charge.updated" && !changes_balance_transaction(event) {
+        return Ok(Adapted::Ignored(Ignore::NoMovement));
+    }
+    let content = match object
+        .ok_or(FactsError::Missing("data.object"))
+        .and_then(|object| trigger(event_type, names, object, account))
+    {
+        Ok(trigger) => Content::Named(Trigger::Stripe(trigger)),
+        Err(error) => {
+            let object = object.cloned().unwrap_or_default();
+            Content::Invalid(InvalidFacts {
+                kind: Some(event_type.to_owned()),
+                error,
+                fingerprint: Fingerprint::of_unvalidated(
+                    "stripe",
+                    &json!({"type": event_type, "object": object}),
+                ),
+            })
+        }
     };
     Ok(Adapted::Events(vec![NewEvent {
         source: source.name.clone(),
@@ -112,154 +126,127 @@ pub(crate) fn adapt(source: &Source, body: &[u8]) -> Result<Adapted, Unparseable
     }]))
 }
 
-type Mapper = fn(&Map<String, Value>) -> Result<SettlementEvent, FactsError>;
+/// What an event's object names, by event type: the one table of which Stripe webhooks settle
+/// reads and what it fetches for each. Every other type is acknowledged and ignored.
+///
+/// | event | names |
+/// |---|---|
+/// | `charge.succeeded`, `charge.captured`, `charge.updated` | the charge's `balance_transaction` (null under asynchronous capture: nothing yet) |
+/// | `charge.refunded` | the charge's `balance_transaction`, and its refunds, listed |
+/// | `refund.created`, `refund.updated`, `refund.failed`, `charge.refund.updated` | the refund's `balance_transaction` and `failure_balance_transaction` |
+/// | `charge.dispute.funds_withdrawn`, `charge.dispute.funds_reinstated` | the dispute's embedded `balance_transactions` |
+/// | `payout.paid`, `payout.reconciliation_completed` | the payout's `balance_transaction`, and its balance transactions listed (automatic payouts) |
+/// | `payout.failed` | the payout's `balance_transaction` and `failure_balance_transaction` |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Names {
+    Charge,
+    ChargeAndRefunds,
+    Refund,
+    Dispute,
+    PayoutAndListing,
+    PayoutFailure,
+}
 
-/// The adapter for a settlement-relevant type, or `None` to ignore the event.
-fn map_type(event_type: &str, object: Option<&Map<String, Value>>) -> Option<Mapper> {
+fn names_of(event_type: &str) -> Option<Names> {
     Some(match event_type {
-        "payout.paid" => |o| payout(o, Kind::PayoutPaid),
-        "payout.failed" => |o| payout(o, Kind::PayoutFailed),
-        "charge.refunded" => refund,
-        "charge.dispute.funds_withdrawn" => |o| dispute(o, Kind::Chargeback),
-        "charge.dispute.funds_reinstated" => |o| dispute(o, Kind::ChargebackReversed),
-        // Only with its balance transaction expanded does a charge carry settled facts.
-        "charge.succeeded"
-            if object
-                .and_then(|o| o.get("balance_transaction"))
-                .is_some_and(Value::is_object) =>
-        {
-            charge
+        "charge.succeeded" | "charge.captured" | "charge.updated" => Names::Charge,
+        "charge.refunded" => Names::ChargeAndRefunds,
+        "refund.created" | "refund.updated" | "refund.failed" | "charge.refund.updated" => {
+            Names::Refund
         }
+        "charge.dispute.funds_withdrawn" | "charge.dispute.funds_reinstated" => Names::Dispute,
+        "payout.paid" | "payout.reconciliation_completed" => Names::PayoutAndListing,
+        "payout.failed" => Names::PayoutFailure,
         _ => return None,
     })
 }
 
-fn payout(object: &Map<String, Value>, kind: Kind) -> Result<SettlementEvent, FactsError> {
-    let id = text(object, "data.object.id")?;
-    let currency = currency(object)?;
-    let amount = minor(object, "amount", "data.object.amount", currency)?;
-    let amounts = match kind {
-        Kind::PayoutPaid => Amounts::PayoutPaid { amount },
-        _ => Amounts::PayoutFailed { amount },
-    };
-    let occurred_at = time(object, "arrival_date").or_else(|_| time(object, "created"))?;
-    build(id, occurred_at, currency, amounts, Some(id))
-}
-
-fn refund(object: &Map<String, Value>) -> Result<SettlementEvent, FactsError> {
-    let refund = object
-        .get("refunds")
-        .and_then(|r| r.get("data"))
-        .and_then(Value::as_array)
-        .and_then(|list| list.first())
+/// A `charge.updated` names money only when the update set its balance transaction (Stripe
+/// lists the changed fields' old values in `data.previous_attributes`); an update of anything
+/// else (a description, metadata) names nothing new. Without `previous_attributes` it is read.
+fn changes_balance_transaction(event: &Map<String, Value>) -> bool {
+    match event
+        .get("data")
+        .and_then(|d| d.get("previous_attributes"))
         .and_then(Value::as_object)
-        .ok_or_else(|| {
-            FactsError::Provider(
-                "charge.refunded without refund details (data.object.refunds.data)".into(),
-            )
-        })?;
-    let id = text(refund, "data.object.refunds.data[0].id")?;
-    let currency = currency(refund)?;
-    let amount = minor(
-        refund,
-        "amount",
-        "data.object.refunds.data[0].amount",
-        currency,
-    )?;
-    let fee = match refund.get("balance_transaction").and_then(Value::as_object) {
-        Some(transaction) => minor(
-            transaction,
-            "fee",
-            "refund balance_transaction.fee",
-            currency,
-        )?,
-        None => Amount::zero(currency),
-    };
-    let occurred_at = time(refund, "created")?;
-    build(
-        id,
-        occurred_at,
-        currency,
-        Amounts::RefundSettled { amount, fee },
-        None,
-    )
+    {
+        Some(previous) => previous.contains_key("balance_transaction"),
+        None => true,
+    }
 }
 
-fn dispute(object: &Map<String, Value>, kind: Kind) -> Result<SettlementEvent, FactsError> {
-    let id = text(object, "data.object.id")?;
-    let currency = currency(object)?;
-    let amount = minor(object, "amount", "data.object.amount", currency)?;
-    let amounts = match kind {
-        Kind::Chargeback => {
-            // The dispute fee is on the balance transaction that withdrew the funds.
-            let fee = object
-                .get("balance_transactions")
-                .and_then(Value::as_array)
-                .and_then(|list| list.first())
-                .and_then(Value::as_object)
-                .map(|transaction| {
-                    minor(transaction, "fee", "balance_transactions[0].fee", currency)
-                })
-                .transpose()?
-                .unwrap_or_else(|| Amount::zero(currency));
-            Amounts::Chargeback { amount, fee }
+fn trigger(
+    event_type: &str,
+    names: Names,
+    object: &Map<String, Value>,
+    account: Option<&str>,
+) -> Result<StripeTrigger, FactsError> {
+    let id = text(object, "data.object.id")?.to_owned();
+    let mut trigger = StripeTrigger {
+        event_type: event_type.to_owned(),
+        object: id.clone(),
+        account: account.map(str::to_owned),
+        balance_transactions: Vec::new(),
+        embedded: Vec::new(),
+        refunds_of_charge: None,
+        payout_listing: None,
+    };
+    let mut name = |field: &'static str| -> Result<(), FactsError> {
+        if let Some(txn) = transaction_id(object, field)? {
+            trigger.balance_transactions.push(txn);
         }
-        _ => Amounts::ChargebackReversed { amount },
+        Ok(())
     };
-    let occurred_at = time(object, "created")?;
-    build(id, occurred_at, currency, amounts, None)
+    match names {
+        Names::Charge => name("balance_transaction")?,
+        Names::ChargeAndRefunds => {
+            name("balance_transaction")?;
+            trigger.refunds_of_charge = Some(id);
+        }
+        Names::Refund | Names::PayoutFailure => {
+            name("balance_transaction")?;
+            name("failure_balance_transaction")?;
+        }
+        Names::Dispute => {
+            trigger.embedded = match object.get("balance_transactions") {
+                Some(Value::Array(items)) => items.clone(),
+                None | Some(Value::Null) => Vec::new(),
+                Some(_) => {
+                    return Err(FactsError::WrongType {
+                        field: "data.object.balance_transactions",
+                        expected: "a list",
+                    });
+                }
+            };
+        }
+        Names::PayoutAndListing => {
+            name("balance_transaction")?;
+            // Stripe lists the balance transactions of automatic payouts only.
+            if object.get("automatic").and_then(Value::as_bool) == Some(true) {
+                trigger.payout_listing = Some(id);
+            }
+        }
+    }
+    Ok(trigger)
 }
 
-fn charge(object: &Map<String, Value>) -> Result<SettlementEvent, FactsError> {
-    let id = text(object, "data.object.id")?;
-    let transaction = object
-        .get("balance_transaction")
-        .and_then(Value::as_object)
-        .ok_or(FactsError::Missing("data.object.balance_transaction"))?;
-    // The balance transaction is in the settlement currency, which is what the books hold.
-    let currency = currency(transaction)?;
-    let gross = minor(
-        transaction,
-        "amount",
-        "balance_transaction.amount",
-        currency,
-    )?;
-    let fee = minor(transaction, "fee", "balance_transaction.fee", currency)?;
-    let net = minor(transaction, "net", "balance_transaction.net", currency)?;
-    let occurred_at = time(object, "created")?;
-    build(
-        id,
-        occurred_at,
-        currency,
-        Amounts::ChargeSettled { gross, fee, net },
-        None,
-    )
-}
-
-fn build(
-    movement_id: &str,
-    occurred_at: DateTime<Utc>,
-    currency: Currency,
-    amounts: Amounts,
-    payout_id: Option<&str>,
-) -> Result<SettlementEvent, FactsError> {
-    SettlementEvent::new(EventParts {
-        movement_id: MovementId::parse(movement_id).map_err(|source| FactsError::Id {
-            field: "data.object.id",
-            source,
-        })?,
-        occurred_at,
-        currency,
-        amounts,
-        payout_id: payout_id
-            .map(PayoutId::parse)
-            .transpose()
-            .map_err(|source| FactsError::Id {
-                field: "payout id",
-                source,
-            })?,
-        reference: None,
-    })
+/// A `balance_transaction`-like field: an id, null (none yet), or the object when expanded.
+fn transaction_id(
+    object: &Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<String>, FactsError> {
+    match object.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(id)) => Ok(Some(id.clone())),
+        Some(Value::Object(expanded)) => Ok(expanded
+            .get("id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)),
+        Some(_) => Err(FactsError::WrongType {
+            field,
+            expected: "a balance transaction id",
+        }),
+    }
 }
 
 fn text<'a>(object: &'a Map<String, Value>, field: &'static str) -> Result<&'a str, FactsError> {
@@ -274,46 +261,13 @@ fn text<'a>(object: &'a Map<String, Value>, field: &'static str) -> Result<&'a s
     }
 }
 
-/// Stripe sends lower-case ISO codes.
-fn currency(object: &Map<String, Value>) -> Result<Currency, FactsError> {
-    let code = text(object, "currency")?;
-    Currency::parse(&code.to_ascii_uppercase()).map_err(|source| FactsError::Money {
-        field: "currency",
-        source,
-    })
-}
-
-/// An integer amount in Stripe's minor units, converted exactly with Stripe's exponent.
-fn minor(
-    object: &Map<String, Value>,
-    key: &str,
-    field: &'static str,
-    currency: Currency,
-) -> Result<Amount, FactsError> {
-    let value = object.get(key).ok_or(FactsError::Missing(field))?;
-    let minor = value.as_i64().ok_or(FactsError::WrongType {
-        field,
-        expected: "an integer",
-    })?;
-    Amount::from_minor(minor, stripe_exponent(currency), currency)
-        .map_err(|source| FactsError::Money { field, source })
-}
-
-fn time(object: &Map<String, Value>, key: &'static str) -> Result<DateTime<Utc>, FactsError> {
-    object
-        .get(key)
-        .and_then(Value::as_i64)
-        .and_then(|secs| DateTime::from_timestamp(secs, 0))
-        .ok_or(FactsError::Missing(key))
-}
-
 #[cfg(test)]
 mod tests {
     use jobs::SourceName;
     use proptest::prelude::*;
 
     use super::*;
-    use crate::source::{Provider, Secret};
+    use crate::source::{Provider, Secret, StripeRules};
 
     const SECRET: &str = "whsec_test_secret";
     const VECTOR_BODY: &str = r#"{"id":"evt_1TEST","object":"event","type":"payout.paid","pending_webhooks":1,"data":{"object":{"id":"po_1TEST","object":"payout","amount":1100,"currency":"usd","status":"paid"}}}"#;
@@ -405,43 +359,100 @@ mod tests {
         );
     }
 
+    /// The trigger an event adapts to, or why it was not recorded.
+    fn adapted(source: &Source, body: &Value) -> Result<StripeTrigger, String> {
+        match adapt(source, body.to_string().as_bytes()) {
+            Ok(Adapted::Events(events)) => match &events[0].content {
+                Content::Named(Trigger::Stripe(trigger)) => Ok(trigger.clone()),
+                Content::Invalid(invalid) => Err(format!("invalid: {}", invalid.error)),
+                Content::Valid(_) => Err("canonical facts".into()),
+            },
+            Ok(Adapted::Ignored(why)) => Err(format!("ignored: {}", why.as_str())),
+            Err(error) => Err(format!("unparseable: {error}")),
+        }
+    }
+
+    fn event(event_type: &str, object: Value) -> Value {
+        json!({"id": "evt_1", "object": "event", "type": event_type, "livemode": false,
+               "data": {"object": object}})
+    }
+
     #[test]
-    fn adapts_events() {
-        let source = source(&[SECRET]);
-        let dated = VECTOR_BODY.replace(
-            r#""status":"paid""#,
-            r#""status":"paid","arrival_date":1700000000"#,
-        );
-        let Ok(Adapted::Events(events)) = adapt(&source, dated.as_bytes()) else {
-            panic!("not adapted")
-        };
-        let Content::Valid(event) = &events[0].content else {
-            panic!("invalid: {:?}", events[0].content)
-        };
-        assert_eq!(event.kind(), Kind::PayoutPaid);
-        assert_eq!(event.movement_id().as_str(), "po_1TEST");
+    fn events_adapt_to_what_they_name() {
+        let source = source(&[SECRET]).with_stripe(StripeRules::default());
+        let charge = json!({"id": "ch_1", "object": "charge", "balance_transaction": "txn_1"});
+        let got = adapted(&source, &event("charge.succeeded", charge.clone())).expect("named");
+        assert_eq!(got.balance_transactions, ["txn_1"]);
+        assert_eq!(got.object, "ch_1");
+        // Asynchronous capture: nothing to fetch yet; the event is still recorded.
+        let pending = json!({"id": "ch_1", "object": "charge", "balance_transaction": null});
+        let got = adapted(&source, &event("charge.succeeded", pending)).expect("named");
+        assert!(got.balance_transactions.is_empty());
+        let refunded = json!({"id": "ch_1", "balance_transaction": "txn_1", "refunds": null});
+        let got = adapted(&source, &event("charge.refunded", refunded)).expect("named");
+        assert_eq!(got.refunds_of_charge.as_deref(), Some("ch_1"));
+        let refund = json!({"id": "re_1", "object": "refund", "balance_transaction": "txn_r",
+                            "failure_balance_transaction": "txn_f", "status": "failed"});
+        let got = adapted(&source, &event("refund.failed", refund)).expect("named");
+        assert_eq!(got.balance_transactions, ["txn_r", "txn_f"]);
+        let payout = json!({"id": "po_1", "object": "payout", "automatic": true,
+                            "balance_transaction": "txn_po"});
+        let got = adapted(&source, &event("payout.paid", payout.clone())).expect("named");
         assert_eq!(
-            event.amounts(),
-            &Amounts::PayoutPaid {
-                amount: Amount::parse("11.00", event.currency()).expect("amount")
-            }
+            (
+                got.balance_transactions.as_slice(),
+                got.payout_listing.as_deref()
+            ),
+            (&["txn_po".to_owned()][..], Some("po_1"))
         );
-        let Ok(Adapted::Events(undated)) = adapt(&source, VECTOR_BODY.as_bytes()) else {
-            panic!("not adapted")
+        let manual = json!({"id": "po_2", "automatic": false, "balance_transaction": "txn_p2"});
+        let got = adapted(&source, &event("payout.paid", manual)).expect("named");
+        assert_eq!(got.payout_listing, None, "manual payouts cannot be listed");
+        let dispute = json!({"id": "dp_1", "balance_transactions": [{"id": "txn_d"}]});
+        let got =
+            adapted(&source, &event("charge.dispute.funds_withdrawn", dispute)).expect("named");
+        assert_eq!(got.embedded, [json!({"id": "txn_d"})]);
+        let bad = json!({"id": "ch_1", "balance_transaction": 5});
+        assert_eq!(
+            adapted(&source, &event("charge.succeeded", bad)),
+            Err("invalid: field `balance_transaction` must be a balance transaction id".into())
+        );
+    }
+
+    #[test]
+    fn what_names_no_money_of_this_source_is_ignored() {
+        let source = source(&[SECRET]).with_stripe(StripeRules::default());
+        let charge = json!({"id": "ch_1", "balance_transaction": "txn_1"});
+        let check = |body: Value, why: &str| {
+            assert_eq!(
+                adapted(&source, &body),
+                Err(format!("ignored: {why}")),
+                "{body}"
+            );
         };
-        assert!(
-            matches!(&undated[0].content, Content::Invalid(i) if i.error == FactsError::Missing("created"))
+        check(
+            event("customer.created", json!({"id": "cus_1"})),
+            "not_settlement",
         );
-        let ignored = VECTOR_BODY.replace("payout.paid", "customer.created");
-        assert!(matches!(
-            adapt(&source, ignored.as_bytes()),
-            Ok(Adapted::Ignored)
-        ));
-        let unexpanded = r#"{"id":"evt_2","type":"charge.succeeded","data":{"object":{"id":"ch_1","balance_transaction":"txn_1"}}}"#;
-        assert!(matches!(
-            adapt(&source, unexpanded.as_bytes()),
-            Ok(Adapted::Ignored)
-        ));
+        let mut live = event("charge.succeeded", charge.clone());
+        live["livemode"] = json!(true);
+        check(live, "other_mode");
+        let mut connected = event("charge.succeeded", charge.clone());
+        connected["account"] = json!("acct_1");
+        check(connected.clone(), "connected_account");
+        let mut described = event("charge.updated", charge.clone());
+        described["data"]["previous_attributes"] = json!({"description": null});
+        check(described, "no_movement");
+        let mut captured = event("charge.updated", charge);
+        captured["data"]["previous_attributes"] = json!({"balance_transaction": null});
+        assert!(adapted(&source, &captured).is_ok());
+
+        let posting = source.clone().with_stripe(StripeRules {
+            livemode: false,
+            connect: Connect::Post,
+        });
+        let got = adapted(&posting, &connected).expect("named");
+        assert_eq!(got.account.as_deref(), Some("acct_1"));
         assert!(
             adapt(&source, br#"{"type":"payout.paid"}"#).is_err(),
             "no id"

@@ -2,6 +2,7 @@
 //! the embedded default. Callers (ingress, workers, ops) never see which one they talk to.
 
 mod error;
+mod movements;
 mod postgres;
 mod rows;
 mod sqlite;
@@ -9,13 +10,14 @@ mod sqlite;
 use std::time::Duration;
 
 pub use error::StoreError;
+pub use movements::ResolvedPost;
 
 use crate::finance::{
     BalanceQuery, BalanceRow, JournalCursor, JournalFilter, JournalPage, PayoutSummary,
     Reconciliation,
 };
 use crate::ids::EventId;
-use crate::job::{AttemptStart, FailureDecision, JobRef, PostError, Posted};
+use crate::job::{AttemptStart, FailureDecision, JobRef, PostError, Posted, Work};
 use crate::posting::PostingRules;
 use crate::record::{Content, NewEvent, Recorded};
 use crate::review::{
@@ -296,6 +298,57 @@ impl Store {
         }
     }
 
+    /// What each event's job must do, read from its stored facts: post what it carries, or
+    /// resolve what its webhook names through the provider's API first. An event that does not
+    /// exist is `Post` (its posting reports it).
+    pub async fn work(&self, events: &[EventId]) -> Result<Vec<Work>, StoreError> {
+        let facts = on_backend!(self, store => store.facts_of(events).await)?;
+        events
+            .iter()
+            .map(|id| match facts.get(&id.get()) {
+                Some((source, Some(facts))) => match crate::stripe::Trigger::from_stored(facts) {
+                    Some(Ok(trigger)) => Ok(Work::Resolve {
+                        source: crate::ids::SourceName::parse(source)
+                            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                        trigger,
+                    }),
+                    Some(Err(error)) => Err(StoreError::Corrupt(error)),
+                    None => Ok(Work::Post),
+                },
+                _ => Ok(Work::Post),
+            })
+            .collect()
+    }
+
+    /// Posts what a job resolved its event to, in one transaction: each movement's entry by its
+    /// source key (already posted with the same facts: nothing written; with other facts:
+    /// `SourceReplayConflict`), the entries of a payout's listing tied to it (an entry paid
+    /// out by another payout: `PayoutMismatch`), the event marked posted, the attempt finished.
+    /// All or nothing.
+    pub async fn post_resolved(
+        &self,
+        post: &ResolvedPost<'_>,
+        lock_timeout_ms: u64,
+    ) -> Result<Posted, PostError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.post_resolved(post, lock_timeout_ms).await,
+            Backend::Sqlite(store) => store.post_resolved(post).await,
+        }
+    }
+
+    /// [`Store::post_resolved`] for several jobs at once (group commit), each answered as if
+    /// posted alone.
+    pub async fn post_resolved_many(
+        &self,
+        posts: &[ResolvedPost<'_>],
+        lock_timeout_ms: u64,
+    ) -> Vec<Result<Posted, PostError>> {
+        match &self.backend {
+            Backend::Postgres(store) => store.post_resolved_many(posts, lock_timeout_ms).await,
+            Backend::Sqlite(store) => store.post_resolved_many(posts).await,
+        }
+    }
+
     /// Records a failed attempt and carries out the decision: schedule the retry, or open a
     /// dead letter and move the event to `abandoned`, in one transaction.
     pub async fn fail_attempt(
@@ -339,6 +392,15 @@ impl Store {
     /// The provider's id of an event (for logs and fault injection).
     pub async fn external_id(&self, event_id: EventId) -> Result<Option<String>, StoreError> {
         on_backend!(self, store => store.external_id(event_id).await)
+    }
+
+    /// How many worker processes of the queue were seen alive within `window` (at least one:
+    /// the caller is one). SQLite has one process.
+    pub async fn live_workers(&self, window: Duration) -> Result<u32, StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.live_workers(window).await,
+            Backend::Sqlite(_) => Ok(1),
+        }
     }
 
     /// Proves the connection keeps session state: a LISTEN on one connection hears a NOTIFY
@@ -513,6 +575,12 @@ fn content_columns(
             None,
             None,
             Some(invalid.error.to_string()),
+        ),
+        Content::Named(trigger) => (
+            Some(trigger.kind()),
+            Some(trigger.object()),
+            Some(trigger.to_stored()),
+            None,
         ),
     }
 }

@@ -529,6 +529,9 @@ fn answer_code(answer: Result<Posted, jobs::PostError>) -> String {
         Ok(Posted::New { .. }) => "new".to_owned(),
         Ok(Posted::Replayed { .. }) => "replayed".to_owned(),
         Ok(Posted::AlreadySettled) => "settled".to_owned(),
+        Ok(Posted::Movements {
+            written, existing, ..
+        }) => format!("movements {written}+{existing}"),
         Err(error) => error.code().to_owned(),
     }
 }

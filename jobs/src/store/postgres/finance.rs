@@ -8,10 +8,9 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use super::PgStore;
-use crate::event::SettlementEvent;
 use crate::finance::{
     BalanceQuery, BalanceRow, EntryView, JournalCursor, JournalFilter, JournalPage, LineView,
-    PayoutSummary, Reconciliation, ReconciliationItem, exact, reconcile,
+    PayoutSummary, Reconciliation, ReconciliationItem, balance_effect, exact, reconcile,
 };
 use crate::store::StoreError;
 
@@ -24,7 +23,7 @@ impl PgStore {
     ) -> Result<JournalPage, StoreError> {
         let rows = sqlx::query(
             "SELECT je.id, je.effective_date, je.recorded_at, je.source, je.kind, je.movement_id, je.payout_id,
-                    je.reference, je.description, je.event_id, je.reverses_entry_id,
+                    je.reference, je.description, je.event_id, je.reverses_entry_id, je.details,
                     (SELECT r.id FROM journal_entries r WHERE r.reverses_entry_id = je.id) AS reversed_by_entry_id
              FROM journal_entries je
              WHERE ($1::date IS NULL OR je.effective_date >= $1) AND ($2::date IS NULL OR je.effective_date <= $2)
@@ -117,7 +116,10 @@ impl PgStore {
         payout_id: &str,
     ) -> Result<Option<Reconciliation>, StoreError> {
         let payout = sqlx::query(
-            "SELECT je.id, e.facts, EXISTS (SELECT 1 FROM journal_entries r WHERE r.reverses_entry_id = je.id) AS reversed
+            "SELECT je.id, e.facts, je.details,
+                    EXISTS (SELECT 1 FROM journal_entries r WHERE r.reverses_entry_id = je.id)
+                    OR EXISTS (SELECT 1 FROM journal_entries f
+                               WHERE f.kind = 'payout_failed' AND f.payout_id = $1) AS reversed
              FROM journal_entries je JOIN settlement_events e ON e.id = je.event_id
              WHERE je.kind = 'payout_paid' AND je.payout_id = $1 ORDER BY je.id LIMIT 1",
         )
@@ -126,20 +128,24 @@ impl PgStore {
         .await?;
         let payout = match payout {
             Some(row) => {
-                let event = stored_event(&row)?;
+                let (effect, currency) = effect(&row)?;
                 Some((
                     row.try_get("id")?,
-                    -event.balance_effect(),
-                    event.currency().code().to_owned(),
+                    -effect,
+                    currency,
                     row.try_get("reversed")?,
                 ))
             }
             None => None,
         };
+        // The payout's items: entries carrying its id (other than the payout itself and its
+        // failure), and entries its provider listed as paid out by it.
         let rows = sqlx::query(
-            "SELECT je.id, je.kind, je.movement_id, je.effective_date, e.facts
+            "SELECT je.id, je.kind, je.movement_id, je.effective_date, e.facts, je.details
              FROM journal_entries je JOIN settlement_events e ON e.id = je.event_id
-             WHERE je.payout_id = $1 AND je.kind NOT IN ('payout_paid', 'payout_failed')
+             WHERE (je.payout_id = $1 AND je.kind NOT IN ('payout_paid', 'payout_failed'))
+                OR (je.id IN (SELECT pi.entry_id FROM payout_items pi WHERE pi.payout_id = $1)
+                    AND je.payout_id IS DISTINCT FROM $1)
              ORDER BY je.effective_date, je.id",
         )
         .bind(payout_id)
@@ -150,9 +156,7 @@ impl PgStore {
         }
         let mut items = Vec::with_capacity(rows.len());
         for row in &rows {
-            let event = stored_event(row)?;
-            let currency = event.currency().code().to_owned();
-            let net = event.balance_effect();
+            let (net, currency) = effect(row)?;
             let effective_date: NaiveDate = row.try_get("effective_date")?;
             let item = ReconciliationItem {
                 entry_id: row.try_get("id")?,
@@ -172,8 +176,9 @@ impl PgStore {
         limit: u32,
     ) -> Result<Vec<PayoutSummary>, StoreError> {
         let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT DISTINCT payout_id FROM journal_entries
-             WHERE payout_id IS NOT NULL AND ($1::text IS NULL OR payout_id > $1)
+            "SELECT payout_id FROM (SELECT payout_id FROM journal_entries WHERE payout_id IS NOT NULL
+                                    UNION SELECT payout_id FROM payout_items) AS payouts
+             WHERE ($1::text IS NULL OR payout_id > $1)
              ORDER BY payout_id LIMIT $2",
         )
         .bind(after)
@@ -190,9 +195,11 @@ impl PgStore {
     }
 }
 
-fn stored_event(row: &PgRow) -> Result<SettlementEvent, StoreError> {
-    let facts: serde_json::Value = row.try_get("facts")?;
-    SettlementEvent::from_stored(&facts).map_err(|e| StoreError::Corrupt(e.to_string()))
+/// What an entry did to the provider balance, and in which currency.
+fn effect(row: &PgRow) -> Result<(Decimal, String), StoreError> {
+    let facts: Option<serde_json::Value> = row.try_get("facts")?;
+    let details: Option<serde_json::Value> = row.try_get("details")?;
+    balance_effect(details.as_ref(), facts.as_ref()).map_err(StoreError::Corrupt)
 }
 
 fn entry_view(row: &PgRow) -> Result<EntryView, sqlx::Error> {
@@ -209,6 +216,7 @@ fn entry_view(row: &PgRow) -> Result<EntryView, sqlx::Error> {
         event_id: row.try_get("event_id")?,
         reverses_entry_id: row.try_get("reverses_entry_id")?,
         reversed_by_entry_id: row.try_get("reversed_by_entry_id")?,
+        details: row.try_get("details")?,
         lines: Vec::new(),
     })
 }

@@ -11,7 +11,7 @@ use crate::event::{Kind, SettlementEvent};
 use crate::ids::{EventId, SourceName};
 use crate::job::{
     AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, POST_SETTLEMENT_QUEUE,
-    PostError, Posted, QueueStatus,
+    PostError, Posted, ProviderError, QueueStatus,
 };
 use crate::money::Currency;
 use crate::posting::{self, EntryDraft, Line, PostingRules};
@@ -389,29 +389,32 @@ fn attempt_start(outcome: &str, attempt: i32) -> Result<AttemptStart, StoreError
 
 /// A group shares one transaction only when no event is in it twice (a job delivered twice
 /// at once runs on its own, where the event's lock orders the two).
-fn distinct_events<'a>(jobs: impl Iterator<Item = &'a JobRef>) -> bool {
+pub(super) fn distinct_events<'a>(jobs: impl Iterator<Item = &'a JobRef>) -> bool {
     let mut seen = std::collections::HashSet::new();
     jobs.into_iter().all(|job| seen.insert(job.event_id.get()))
 }
 
-fn missing_event(job: &JobRef) -> PostError {
+pub(super) fn missing_event(job: &JobRef) -> PostError {
     PostError::CorruptEvent(format!("event {} does not exist", job.event_id))
 }
 
 /// An event row as the posting reads it, locked.
-struct EventRow {
-    id: i64,
+pub(super) struct EventRow {
+    pub(super) id: i64,
     source: String,
-    status: String,
-    job_id: String,
+    pub(super) status: String,
+    pub(super) job_id: String,
     /// `None` for an event recorded with invalid facts.
-    facts: Option<serde_json::Value>,
+    pub(super) facts: Option<serde_json::Value>,
     validation_error: Option<String>,
-    received_at: chrono::DateTime<chrono::Utc>,
+    pub(super) received_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Locks the events (in id order, so concurrent groups never deadlock) and reads them.
-async fn lock_events(conn: &mut PgConnection, ids: &[i64]) -> Result<Vec<EventRow>, StoreError> {
+pub(super) async fn lock_events(
+    conn: &mut PgConnection,
+    ids: &[i64],
+) -> Result<Vec<EventRow>, StoreError> {
     let rows = sqlx::query(
         "SELECT id, source, status, job_id, facts, validation_error, received_at
          FROM settlement_events WHERE id = ANY($1) ORDER BY id FOR UPDATE",
@@ -495,6 +498,12 @@ fn prepare(job: &JobRef, row: &EventRow, rules: &PostingRules) -> Prepared {
             row.id
         )));
     };
+    if crate::stripe::Trigger::from_stored(facts).is_some() {
+        // Its movements are fetched from the provider first (Store::post_resolved).
+        return Prepared::Refused(PostError::Provider(ProviderError::NotConfigured(
+            row.source.clone(),
+        )));
+    }
     let parsed = SettlementEvent::from_stored(facts)
         .map_err(|e| e.to_string())
         .and_then(|event| {
@@ -646,7 +655,7 @@ pub(super) async fn set_event_status(
 
 /// Begins a transaction in which waiting longer than `lock_timeout_ms` for a lock fails
 /// (transiently); one round trip.
-async fn begin_with_lock_timeout(
+pub(super) async fn begin_with_lock_timeout(
     pool: &sqlx::PgPool,
     lock_timeout_ms: u64,
 ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, StoreError> {
@@ -706,7 +715,7 @@ async fn abandon(
     .await
 }
 
-async fn finish_attempt(
+pub(super) async fn finish_attempt(
     conn: &mut PgConnection,
     job: &JobRef,
     attempt: u32,
@@ -752,7 +761,7 @@ async fn retry_later(
 }
 
 /// The job settled its event: its queue row goes, in the transaction that settled it.
-async fn complete_job(conn: &mut PgConnection, job_id: &str) -> Result<(), StoreError> {
+pub(super) async fn complete_job(conn: &mut PgConnection, job_id: &str) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM apalis.jobs WHERE id = $1")
         .bind(job_id)
         .execute(&mut *conn)

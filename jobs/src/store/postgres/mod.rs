@@ -2,6 +2,7 @@
 
 mod finance;
 mod jobs;
+mod movements;
 mod record;
 mod review;
 mod verify;

@@ -8,11 +8,11 @@ use crate::store::{Check, Gauges, StoreError};
 const CHECKS: &[(&str, &str, &str)] = &[
     (
         "event_accounted_for",
-        "every event has exactly one of: a posted entry, an open dead letter, a discard, a live job",
+        "every event has exactly one of: posted (its entry, or for an event resolved through the provider's API its movements' entries, none when it named none yet), an open dead letter, a discard, a live job",
         "SELECT 'event ' || e.id || ' (' || e.status || ')' FROM settlement_events e
          LEFT JOIN apalis.jobs j ON j.id = e.job_id
          WHERE NOT CASE e.status
-             WHEN 'posted' THEN e.posted_entry_id IS NOT NULL
+             WHEN 'posted' THEN (e.posted_entry_id IS NOT NULL OR e.facts ? 'stripe')
                  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = e.id AND d.state = 'open')
              WHEN 'abandoned' THEN (SELECT count(*) FROM dead_letters d WHERE d.event_id = e.id AND d.state = 'open') = 1
              WHEN 'discarded' THEN e.posted_entry_id IS NULL
@@ -47,16 +47,25 @@ const CHECKS: &[(&str, &str, &str)] = &[
     ),
     (
         "one_entry_per_event",
-        "no event has two entries",
-        "SELECT 'event ' || event_id FROM journal_entries GROUP BY event_id HAVING count(*) > 1",
+        "no event posting its own facts has two entries",
+        "SELECT 'event ' || event_id FROM journal_entries WHERE details IS NULL
+         GROUP BY event_id HAVING count(*) > 1",
     ),
     (
         "posted_entry_matches_event",
-        "a posted event's entry is the entry of its own money movement",
+        "a posted event's entry is the entry of its own money movement (or one of the provider movements it resolved to)",
         "SELECT 'event ' || e.id || ' -> entry ' || je.id FROM settlement_events e
          JOIN journal_entries je ON je.id = e.posted_entry_id
-         WHERE je.source <> e.source OR je.kind <> e.kind OR je.movement_id <> e.movement_id
+         WHERE je.source <> e.source
+            OR CASE WHEN e.facts ? 'stripe' THEN je.details IS NULL
+                    ELSE je.details IS NOT NULL OR je.kind <> e.kind OR je.movement_id <> e.movement_id END
          ORDER BY e.id",
+    ),
+    (
+        "payout_item_of_its_source",
+        "an entry is tied only to a payout of its own source",
+        "SELECT 'entry ' || pi.entry_id || ' (payout ' || pi.payout_id || ')' FROM payout_items pi
+         JOIN journal_entries je ON je.id = pi.entry_id WHERE je.source <> pi.source ORDER BY pi.entry_id",
     ),
     (
         "entry_balanced",
@@ -74,7 +83,7 @@ const CHECKS: &[(&str, &str, &str)] = &[
              'journal_entries_immutable', 'journal_entries_no_truncate', 'journal_lines_immutable',
              'journal_lines_no_truncate', 'journal_entries_balanced', 'journal_lines_balanced',
              'settlement_events_guard', 'settlement_events_no_truncate', 'audit_log_immutable',
-             'audit_log_no_truncate']) AS name
+             'audit_log_no_truncate', 'payout_items_immutable', 'payout_items_no_truncate']) AS name
          WHERE NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgname = name AND t.tgenabled = 'O')",
     ),
 ];

@@ -11,7 +11,7 @@ use crate::event::{Kind, SettlementEvent};
 use crate::ids::{EventId, SourceName};
 use crate::job::{
     AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, PostError, Posted,
-    QueueStatus,
+    ProviderError, QueueStatus,
 };
 use crate::money::Currency;
 use crate::posting::{self, EntryDraft, Line, PostingRules};
@@ -357,9 +357,15 @@ async fn post_in(
         return Err(PostError::InvalidFacts(error));
     }
     let facts: serde_json::Value = row.try_get("facts").map_err(StoreError::from)?;
+    let source_text: String = row.try_get("source").map_err(StoreError::from)?;
+    if crate::stripe::Trigger::from_stored(&facts).is_some() {
+        // Its movements are fetched from the provider first (Store::post_resolved).
+        return Err(PostError::Provider(ProviderError::NotConfigured(
+            source_text,
+        )));
+    }
     let event =
         SettlementEvent::from_stored(&facts).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
-    let source_text: String = row.try_get("source").map_err(StoreError::from)?;
     let source =
         SourceName::parse(&source_text).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
 
@@ -392,12 +398,18 @@ async fn post_in(
         None => Posted::New {
             entry_id: insert_entry(
                 &mut *conn,
-                job,
-                &source,
-                &event,
-                &draft,
-                &fingerprint,
-                reverses,
+                &EntryRow {
+                    event_id: job.event_id.get(),
+                    source: source.as_str(),
+                    kind: event.kind().as_str(),
+                    movement_id: event.movement_id().as_str(),
+                    payout_id: event.payout_id().map(|p| p.as_str()),
+                    reference: event.reference().map(|r| r.as_str()),
+                    fingerprint: &fingerprint,
+                    draft: &draft,
+                    reverses,
+                    details: None,
+                },
             )
             .await?,
             received_at,
@@ -518,7 +530,7 @@ async fn abandon(
     .await
 }
 
-async fn finish_attempt(
+pub(super) async fn finish_attempt(
     conn: &mut SqliteConnection,
     job: &JobRef,
     attempt: u32,
@@ -581,7 +593,10 @@ async fn retry_later(
 }
 
 /// The job settled its event: its queue row goes, in the transaction that settled it.
-async fn complete_job(conn: &mut SqliteConnection, job_id: &str) -> Result<(), StoreError> {
+pub(super) async fn complete_job(
+    conn: &mut SqliteConnection,
+    job_id: &str,
+) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM Jobs WHERE id = ?1")
         .bind(job_id)
         .execute(&mut *conn)
@@ -673,15 +688,26 @@ async fn reverse_payout(
     Ok(paid_id)
 }
 
+/// An entry as written: whose event wrote it, its movement and the drafted lines.
+pub(super) struct EntryRow<'a> {
+    pub(super) event_id: i64,
+    pub(super) source: &'a str,
+    pub(super) kind: &'a str,
+    pub(super) movement_id: &'a str,
+    pub(super) payout_id: Option<&'a str>,
+    pub(super) reference: Option<&'a str>,
+    pub(super) fingerprint: &'a str,
+    pub(super) draft: &'a EntryDraft,
+    pub(super) reverses: Option<i64>,
+    /// What the provider reported about the movement (JSON), for movements resolved through its
+    /// API.
+    pub(super) details: Option<String>,
+}
+
 /// Writes the lines first, then the entry (its insert checks the lines balance).
-async fn insert_entry(
+pub(super) async fn insert_entry(
     conn: &mut SqliteConnection,
-    job: &JobRef,
-    source: &SourceName,
-    event: &SettlementEvent,
-    draft: &EntryDraft,
-    fingerprint: &str,
-    reverses: Option<i64>,
+    entry: &EntryRow<'_>,
 ) -> Result<i64, PostError> {
     let entry_id: i64 = sqlx::query_scalar(
         "SELECT max(coalesce((SELECT max(id) FROM journal_entries), 0),
@@ -690,7 +716,7 @@ async fn insert_entry(
     .fetch_one(&mut *conn)
     .await
     .map_err(StoreError::from)?;
-    for (i, line) in draft.lines.iter().enumerate() {
+    for (i, line) in entry.draft.lines.iter().enumerate() {
         sqlx::query(
             "INSERT INTO journal_lines (entry_id, line_no, account, currency, amount, amount_minor)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -707,22 +733,24 @@ async fn insert_entry(
     }
     sqlx::query(
         "INSERT INTO journal_entries (id, source_key, event_id, source, kind, movement_id, payout_id, reference,
-                                      request_fingerprint, effective_date, description, reverses_entry_id, recorded_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                      request_fingerprint, effective_date, description, reverses_entry_id,
+                                      recorded_at, details)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )
     .bind(entry_id)
-    .bind(&draft.source_key)
-    .bind(job.event_id.get())
-    .bind(source.as_str())
-    .bind(event.kind().as_str())
-    .bind(event.movement_id().as_str())
-    .bind(event.payout_id().map(|p| p.as_str()))
-    .bind(event.reference().map(|r| r.as_str()))
-    .bind(fingerprint)
-    .bind(draft.effective_date)
-    .bind(&draft.description)
-    .bind(reverses)
+    .bind(&entry.draft.source_key)
+    .bind(entry.event_id)
+    .bind(entry.source)
+    .bind(entry.kind)
+    .bind(entry.movement_id)
+    .bind(entry.payout_id)
+    .bind(entry.reference)
+    .bind(entry.fingerprint)
+    .bind(entry.draft.effective_date)
+    .bind(&entry.draft.description)
+    .bind(entry.reverses)
     .bind(now())
+    .bind(entry.details.as_deref())
     .execute(&mut *conn)
     .await
     .map_err(StoreError::from)?;

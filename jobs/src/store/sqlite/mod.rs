@@ -7,6 +7,7 @@
 
 mod finance;
 mod jobs;
+mod movements;
 mod review;
 mod verify;
 

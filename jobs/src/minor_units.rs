@@ -2,11 +2,11 @@
 //! ISO 4217 in places. Amounts are converted with the provider's exponent, then checked against
 //! ISO's: a value ISO cannot represent is invalid facts, never rounded.
 
-use jobs::Currency;
+use crate::money::Currency;
 
 /// Stripe: zero-decimal currencies, three-decimal ones, and ISK, which Stripe still counts in
 /// hundredths for backwards compatibility. Everything else has two decimals.
-pub(crate) fn stripe_exponent(currency: Currency) -> u32 {
+pub fn stripe_exponent(currency: Currency) -> u32 {
     const ZERO: &[&str] = &[
         "BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV",
         "XAF", "XOF", "XPF",
@@ -17,7 +17,7 @@ pub(crate) fn stripe_exponent(currency: Currency) -> u32 {
 
 /// Adyen: its own zero- and three-decimal lists (IDR and CVE are zero-decimal at Adyen; CLP and
 /// ISK are two-decimal). Everything else has two decimals.
-pub(crate) fn adyen_exponent(currency: Currency) -> u32 {
+pub fn adyen_exponent(currency: Currency) -> u32 {
     const ZERO: &[&str] = &[
         "CVE", "DJF", "GNF", "IDR", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "VND", "VUV", "XAF",
         "XOF", "XPF",
@@ -39,7 +39,7 @@ fn table(currency: Currency, zero: &[&str], three: &[&str]) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use jobs::Amount;
+    use crate::money::Amount;
     use proptest::prelude::*;
 
     use super::*;

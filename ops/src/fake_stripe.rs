@@ -1,0 +1,543 @@
+//! A fake of Stripe's API, for tests, benchmarks and `settle demo` (which must run offline): a
+//! small HTTP server on a real socket serving the read endpoints settle calls, in the shapes
+//! Stripe publishes (`fixtures/stripe`, each file naming its source). It is not Stripe: it holds
+//! only the objects it is given, and can be told to answer slowly, to fail (429 with
+//! `Retry-After`, 500, a stall, 401), or to make up a charge's balance transaction for any id of
+//! the form `txn_<suffix>` (for load runs, see [`synthetic_charge_amount`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// A fixture from `fixtures/stripe`, without its `_source` note.
+pub fn fixture(name: &str) -> Value {
+    let text = match name {
+        "balance_transaction" => include_str!("../../fixtures/stripe/balance_transaction.json"),
+        "charge" => include_str!("../../fixtures/stripe/charge.json"),
+        "refund" => include_str!("../../fixtures/stripe/refund.json"),
+        "dispute" => include_str!("../../fixtures/stripe/dispute.json"),
+        "payout" => include_str!("../../fixtures/stripe/payout.json"),
+        "event" => include_str!("../../fixtures/stripe/event.json"),
+        "list" => include_str!("../../fixtures/stripe/list.json"),
+        "error" => include_str!("../../fixtures/stripe/error.json"),
+        other => panic!("no Stripe fixture {other:?}"),
+    };
+    let mut value: Value = serde_json::from_str(text).expect("fixtures are JSON");
+    if let Some(object) = value.as_object_mut() {
+        object.remove("_source");
+    }
+    value
+}
+
+/// What the fake answers instead of the object, once per matching request.
+#[derive(Clone, Debug)]
+pub enum Fault {
+    /// 429 with `Retry-After: secs`.
+    RateLimited { retry_after_secs: u64 },
+    /// 500 with Stripe's error body.
+    ServerError,
+    /// No answer for this long (then the object).
+    Stall(Duration),
+    /// 401, as for a revoked key.
+    Unauthorized,
+}
+
+/// A request the fake received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub path: String,
+    pub query: String,
+    pub account: Option<String>,
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Objects {
+    /// Balance transactions by (connected account, id).
+    transactions: HashMap<(Option<String>, String), Value>,
+    /// Refunds by (account, charge), in creation order.
+    refunds: HashMap<(Option<String>, String), Vec<Value>>,
+    /// The balance transaction ids of each (account, payout), in listing order.
+    payouts: HashMap<(Option<String>, String), Vec<String>>,
+}
+
+#[derive(Debug)]
+struct Fake {
+    key: String,
+    objects: Mutex<Objects>,
+    /// Faults to answer, by a fragment of the path they apply to, in order.
+    faults: Mutex<Vec<(String, VecDeque<Fault>)>>,
+    latency: Mutex<Duration>,
+    synthesize: std::sync::atomic::AtomicBool,
+    seen: Mutex<Vec<Seen>>,
+    requests: std::sync::atomic::AtomicU64,
+}
+
+/// A running fake; it stops when dropped.
+#[derive(Debug)]
+pub struct FakeStripe {
+    addr: SocketAddr,
+    fake: Arc<Fake>,
+    stop: CancellationToken,
+}
+
+/// How many requests the fake keeps for [`FakeStripe::seen`].
+const SEEN_MAX: usize = 10_000;
+
+impl FakeStripe {
+    /// Starts on 127.0.0.1, on a free port, accepting `key` as the API key.
+    pub async fn start(key: &str) -> std::io::Result<FakeStripe> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let fake = Arc::new(Fake {
+            key: key.to_owned(),
+            objects: Mutex::default(),
+            faults: Mutex::default(),
+            latency: Mutex::new(Duration::ZERO),
+            synthesize: false.into(),
+            seen: Mutex::default(),
+            requests: 0.into(),
+        });
+        let router = Router::new()
+            .route("/v1/balance_transactions", get(list_transactions))
+            .route("/v1/balance_transactions/{id}", get(transaction))
+            .route("/v1/refunds", get(list_refunds))
+            .with_state(fake.clone());
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(stopped.cancelled_owned())
+                .await;
+        });
+        Ok(FakeStripe { addr, fake, stop })
+    }
+
+    /// The base URL to configure as a source's `api_base`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Serves `transaction` (a balance transaction object) to the platform (`account: None`)
+    /// or to a connected account.
+    pub fn add_transaction(&self, account: Option<&str>, transaction: Value) {
+        let id = id_of(&transaction);
+        self.objects()
+            .transactions
+            .insert((account.map(str::to_owned), id), transaction);
+    }
+
+    /// Lists `refund` among `charge`'s refunds; its `balance_transaction` (an id) must be added
+    /// with [`Self::add_transaction`].
+    pub fn add_refund(&self, account: Option<&str>, charge: &str, refund: Value) {
+        self.objects()
+            .refunds
+            .entry((account.map(str::to_owned), charge.to_owned()))
+            .or_default()
+            .push(refund);
+    }
+
+    /// Lists these balance transactions (already added) as `payout`'s, in this order.
+    pub fn set_payout_listing(&self, account: Option<&str>, payout: &str, transactions: &[&str]) {
+        self.objects().payouts.insert(
+            (account.map(str::to_owned), payout.to_owned()),
+            transactions.iter().map(|t| (*t).to_owned()).collect(),
+        );
+    }
+
+    /// Answers the next requests whose path contains `path_fragment` with these faults, one
+    /// each, before serving normally again.
+    pub fn fail_next(&self, path_fragment: &str, faults: Vec<Fault>) {
+        if let Ok(mut all) = self.fake.faults.lock() {
+            all.push((path_fragment.to_owned(), faults.into()));
+        }
+    }
+
+    /// Every answer waits this long first.
+    pub fn set_latency(&self, latency: Duration) {
+        if let Ok(mut current) = self.fake.latency.lock() {
+            *current = latency;
+        }
+    }
+
+    /// Answers an unknown `txn_<suffix>` with a made-up charge of `ch_<suffix>`
+    /// ([`synthetic_charge_amount`]), for load runs.
+    pub fn synthesize_charges(&self, on: bool) {
+        self.fake
+            .synthesize
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The requests received so far (the first [`SEEN_MAX`]).
+    pub fn seen(&self) -> Vec<Seen> {
+        self.fake.seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// How many requests were received in all.
+    pub fn requests(&self) -> u64 {
+        self.fake
+            .requests
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn objects(&self) -> std::sync::MutexGuard<'_, Objects> {
+        self.fake
+            .objects
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for FakeStripe {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// The amount (in cents) of the made-up charge behind `txn_<suffix>`: from 5.00 to 504.99 USD,
+/// the same for the same id every time.
+pub fn synthetic_charge_amount(transaction_id: &str) -> i64 {
+    let hash = transaction_id
+        .bytes()
+        .fold(1_469_598_103_934_665_603u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(1_099_511_628_211)
+        });
+    500 + i64::try_from(hash % 50_000).unwrap_or(0)
+}
+
+/// The made-up charge balance transaction for `txn_<suffix>`: USD, Stripe's 2.9 % + 30 cents.
+pub fn synthetic_charge(transaction_id: &str) -> Option<Value> {
+    let suffix = transaction_id.strip_prefix("txn_")?;
+    let amount = synthetic_charge_amount(transaction_id);
+    let fee = (amount * 29 + 500) / 1000 + 30;
+    let mut transaction = fixture("balance_transaction");
+    let fields = [
+        ("id", json!(transaction_id)),
+        ("amount", json!(amount)),
+        ("fee", json!(fee)),
+        ("net", json!(amount - fee)),
+        ("currency", json!("usd")),
+        ("exchange_rate", Value::Null),
+        ("reporting_category", json!("charge")),
+        ("type", json!("charge")),
+        ("source", json!(format!("ch_{suffix}"))),
+        ("created", json!(1_764_500_000)),
+        ("available_on", json!(1_764_700_000)),
+        (
+            "fee_details",
+            json!([{"amount": fee, "application": null, "currency": "usd",
+                    "description": "Stripe processing fees", "type": "stripe_fee"}]),
+        ),
+    ];
+    for (key, value) in fields {
+        transaction[key] = value;
+    }
+    Some(transaction)
+}
+
+fn id_of(object: &Value) -> String {
+    object["id"].as_str().unwrap_or_default().to_owned()
+}
+
+/// What every request goes through: the key, the latency, a scripted fault.
+async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Option<Response> {
+    fake.requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let header_text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    if let Ok(mut seen) = fake.seen.lock()
+        && seen.len() < SEEN_MAX
+    {
+        seen.push(Seen {
+            path: path.to_owned(),
+            query: query.to_owned(),
+            account: header_text("stripe-account"),
+            version: header_text("stripe-version"),
+        });
+    }
+    let latency = fake.latency.lock().map(|l| *l).unwrap_or_default();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let fault = fake.faults.lock().ok().and_then(|mut faults| {
+        faults
+            .iter_mut()
+            .find(|(fragment, queue)| path.contains(fragment.as_str()) && !queue.is_empty())
+            .and_then(|(_, queue)| queue.pop_front())
+    });
+    match fault {
+        Some(Fault::RateLimited { retry_after_secs }) => {
+            return Some(
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [(header::RETRY_AFTER, retry_after_secs.to_string())],
+                    error_body("rate_limit", "Too many requests hit the API too quickly."),
+                )
+                    .into_response(),
+            );
+        }
+        Some(Fault::ServerError) => {
+            return Some(
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    error_body("api_error", "Something went wrong on Stripe's end."),
+                )
+                    .into_response(),
+            );
+        }
+        Some(Fault::Stall(pause)) => tokio::time::sleep(pause).await,
+        Some(Fault::Unauthorized) => return Some(unauthorized()),
+        None => {}
+    }
+    let authorised = header_text("authorization")
+        .and_then(|value| value.strip_prefix("Bearer ").map(str::to_owned))
+        .is_some_and(|key| key == fake.key);
+    (!authorised).then(unauthorized)
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        error_body(
+            "invalid_request_error",
+            "Invalid API Key provided: rk_test_****",
+        ),
+    )
+        .into_response()
+}
+
+fn not_found(what: &str) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        error_body("invalid_request_error", &format!("No such {what}")),
+    )
+        .into_response()
+}
+
+/// Stripe's error body (`fixtures/stripe/error.json`).
+fn error_body(kind: &str, message: &str) -> axum::Json<Value> {
+    let mut body = fixture("error");
+    body["error"]["type"] = json!(kind);
+    body["error"]["message"] = json!(message);
+    if kind != "invalid_request_error" {
+        body["error"]["code"] = Value::Null;
+    }
+    axum::Json(body)
+}
+
+fn account(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("stripe-account")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+async fn transaction(
+    State(fake): State<Arc<Fake>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/v1/balance_transactions/{id}");
+    if let Some(refused) = admit(&fake, &headers, &path, "").await {
+        return refused;
+    }
+    match lookup(&fake, account(&headers), &id) {
+        Some(transaction) => axum::Json(transaction).into_response(),
+        None => not_found(&format!("balance transaction: '{id}'")),
+    }
+}
+
+fn lookup(fake: &Fake, account: Option<String>, id: &str) -> Option<Value> {
+    let found = fake
+        .objects
+        .lock()
+        .ok()?
+        .transactions
+        .get(&(account.clone(), id.to_owned()))
+        .cloned();
+    let synthesize = fake.synthesize.load(std::sync::atomic::Ordering::Relaxed);
+    found.or_else(|| {
+        (synthesize && account.is_none())
+            .then(|| synthetic_charge(id))
+            .flatten()
+    })
+}
+
+/// The pairs of a query string (`expand[]` may repeat).
+fn pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(key), decode(value))
+        })
+        .collect()
+}
+
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                match u8::from_str_radix(text.get(i + 1..i + 3).unwrap_or("zz"), 16) {
+                    Ok(byte) => {
+                        out.push(byte);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            byte => out.push(byte),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn param<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// One page of `items` (each with an `id`) after `starting_after`, Stripe's way.
+fn page(url: &str, items: Vec<Value>, pairs: &[(String, String)]) -> Response {
+    let limit: usize = param(pairs, "limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(10)
+        .clamp(1, 100);
+    let start = match param(pairs, "starting_after") {
+        Some(after) => match items.iter().position(|i| id_of(i) == after) {
+            Some(position) => position + 1,
+            None => return not_found(&format!("object: '{after}'")),
+        },
+        None => 0,
+    };
+    let rest: Vec<Value> = items.into_iter().skip(start).collect();
+    let has_more = rest.len() > limit;
+    let mut list = fixture("list");
+    list["url"] = json!(url);
+    list["has_more"] = json!(has_more);
+    list["data"] = Value::Array(rest.into_iter().take(limit).collect());
+    axum::Json(list).into_response()
+}
+
+async fn list_transactions(
+    State(fake): State<Arc<Fake>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let query = query.unwrap_or_default();
+    if let Some(refused) = admit(&fake, &headers, "/v1/balance_transactions", &query).await {
+        return refused;
+    }
+    let pairs = pairs(&query);
+    let account = account(&headers);
+    let Some(payout) = param(&pairs, "payout") else {
+        return page("/v1/balance_transactions", Vec::new(), &pairs);
+    };
+    let ids = fake.objects.lock().ok().and_then(|o| {
+        o.payouts
+            .get(&(account.clone(), payout.to_owned()))
+            .cloned()
+    });
+    let Some(ids) = ids else {
+        return not_found(&format!("payout: '{payout}'"));
+    };
+    let items: Vec<Value> = ids
+        .iter()
+        .filter_map(|id| lookup(&fake, account.clone(), id))
+        .collect();
+    page("/v1/balance_transactions", items, &pairs)
+}
+
+async fn list_refunds(
+    State(fake): State<Arc<Fake>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let query = query.unwrap_or_default();
+    if let Some(refused) = admit(&fake, &headers, "/v1/refunds", &query).await {
+        return refused;
+    }
+    let pairs = pairs(&query);
+    let account = account(&headers);
+    let charge = param(&pairs, "charge").unwrap_or_default().to_owned();
+    let refunds = fake
+        .objects
+        .lock()
+        .ok()
+        .and_then(|o| o.refunds.get(&(account.clone(), charge)).cloned())
+        .unwrap_or_default();
+    let expanded: Vec<&str> = pairs
+        .iter()
+        .filter(|(k, _)| k == "expand[]")
+        .filter_map(|(_, v)| v.strip_prefix("data."))
+        .collect();
+    let items = refunds
+        .into_iter()
+        .map(|mut refund| {
+            for field in &expanded {
+                if let Some(id) = refund[*field].as_str().map(str::to_owned)
+                    && let Some(transaction) = lookup(&fake, account.clone(), &id)
+                {
+                    refund[*field] = transaction;
+                }
+            }
+            refund
+        })
+        .collect();
+    page("/v1/refunds", items, &pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_decode() {
+        let got = pairs("charge=ch_1&expand%5B%5D=data.balance_transaction&limit=100");
+        assert_eq!(
+            got,
+            [
+                ("charge".into(), "ch_1".into()),
+                ("expand[]".into(), "data.balance_transaction".into()),
+                ("limit".into(), "100".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn synthetic_charges_add_up_and_are_stable() {
+        let a = synthetic_charge("txn_load_1").expect("charge");
+        let b = synthetic_charge("txn_load_1").expect("charge");
+        assert_eq!(a, b);
+        let (amount, fee, net) = (
+            a["amount"].as_i64().unwrap_or_default(),
+            a["fee"].as_i64().unwrap_or_default(),
+            a["net"].as_i64().unwrap_or_default(),
+        );
+        assert_eq!(amount - fee, net);
+        assert_eq!(a["source"], "ch_load_1");
+        assert!(synthetic_charge("ch_1").is_none());
+    }
+}

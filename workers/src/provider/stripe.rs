@@ -1,0 +1,447 @@
+//! Stripe's API, read-only: balance transactions, a charge's refunds, a payout's balance
+//! transactions. Every call waits for the source's budget, carries the pinned `Stripe-Version`
+//! (and `Stripe-Account` for a connected account), and fails typed: 429 and 5xx, network errors
+//! and timeouts are transient (with Stripe's `Retry-After` when it sends one), 401/403
+//! `provider_auth`, 404 `provider_not_found`, an answer that does not parse `provider_response`.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use jobs::SourceName;
+use jobs::job::ProviderError;
+use jobs::stripe::BalanceTransaction;
+use reqwest::{StatusCode, Url};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::Budget;
+
+/// The API version every request pins (`Stripe-Version`), so the shapes settle reads do not
+/// change under it when the account's default version moves: the version Stripe's own Node
+/// library pins (stripe/stripe-node `src/apiVersion.ts`). Balance transactions, refunds and
+/// payouts have kept the fields settle reads across versions.
+pub const STRIPE_VERSION: &str = "2026-08-26.dahlia";
+
+/// Stripe's largest page.
+const PAGE_LIMIT: &str = "100";
+/// Pages read from one listing at most (100,000 items): a listing longer than that is refused
+/// rather than read without end.
+const PAGES_MAX: usize = 1_000;
+/// The largest answer read (a page of 100 balance transactions is about 100 KB).
+const RESPONSE_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+/// A restricted API key, never printed.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// How a worker reaches one Stripe source's API.
+#[derive(Clone, Debug)]
+pub struct StripeApiSettings {
+    pub source: SourceName,
+    /// A restricted key with read access to balance transactions, charges, refunds, disputes
+    /// and payouts.
+    pub api_key: ApiKey,
+    /// `https://api.stripe.com`, or a proxy's (or a test's) address.
+    pub api_base: String,
+    /// Requests per second the whole fleet may send for this source.
+    pub requests_per_sec: u32,
+    /// Longest wait for a connection, and for a whole request (answer read included).
+    pub connect_timeout_ms: u64,
+    pub request_timeout_ms: u64,
+}
+
+/// One source's client.
+#[derive(Debug)]
+pub struct StripeApi {
+    http: reqwest::Client,
+    base: Url,
+    key: ApiKey,
+    source: SourceName,
+    budget: Budget,
+}
+
+/// A list page (`{"object": "list", "data": [...], "has_more": ...}`).
+#[derive(Deserialize)]
+struct Page<T> {
+    data: Vec<T>,
+    has_more: bool,
+}
+
+/// A refund as listed with its balance transactions expanded.
+#[derive(Deserialize)]
+struct Refund {
+    id: String,
+    #[serde(default)]
+    balance_transaction: Option<Value>,
+    #[serde(default)]
+    failure_balance_transaction: Option<Value>,
+}
+
+/// Why a source's client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiSetupError {
+    #[error("source {source_name}: api_base {base:?} is not an http(s) URL")]
+    Base {
+        source_name: SourceName,
+        base: String,
+    },
+    #[error("source {source_name}: cannot build the HTTP client: {error}")]
+    Client {
+        source_name: SourceName,
+        error: reqwest::Error,
+    },
+}
+
+impl StripeApi {
+    pub fn new(settings: StripeApiSettings) -> Result<Self, ApiSetupError> {
+        let base = Url::parse(&settings.api_base)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
+            .ok_or_else(|| ApiSetupError::Base {
+                source_name: settings.source.clone(),
+                base: settings.api_base.clone(),
+            })?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(settings.connect_timeout_ms))
+            .timeout(Duration::from_millis(settings.request_timeout_ms))
+            .user_agent(concat!("settle/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|error| ApiSetupError::Client {
+                source_name: settings.source.clone(),
+                error,
+            })?;
+        Ok(Self {
+            http,
+            base,
+            key: settings.api_key,
+            budget: Budget::new(settings.source.as_str(), settings.requests_per_sec),
+            source: settings.source,
+        })
+    }
+
+    pub fn source(&self) -> &SourceName {
+        &self.source
+    }
+
+    pub(crate) fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// `GET /v1/balance_transactions/{id}`.
+    pub async fn balance_transaction(
+        &self,
+        account: Option<&str>,
+        id: &str,
+    ) -> Result<BalanceTransaction, ProviderError> {
+        let path = format!("/v1/balance_transactions/{}", segment(id)?);
+        self.get("balance_transaction", &path, &[], account).await
+    }
+
+    /// The balance transactions of a charge's refunds (`GET /v1/refunds?charge=`, every page,
+    /// with each refund's `balance_transaction` and `failure_balance_transaction` expanded;
+    /// one not expanded is fetched).
+    pub async fn refund_transactions(
+        &self,
+        account: Option<&str>,
+        charge: &str,
+    ) -> Result<Vec<BalanceTransaction>, ProviderError> {
+        let refunds: Vec<Refund> = self
+            .list(
+                "refunds",
+                "/v1/refunds",
+                &[
+                    ("charge", charge),
+                    ("expand[]", "data.balance_transaction"),
+                    ("expand[]", "data.failure_balance_transaction"),
+                ],
+                account,
+                |refund: &Refund| refund.id.clone(),
+            )
+            .await?;
+        let mut transactions = Vec::new();
+        for refund in refunds {
+            for field in [
+                refund.balance_transaction,
+                refund.failure_balance_transaction,
+            ] {
+                match field {
+                    None | Some(Value::Null) => {}
+                    Some(Value::String(id)) => {
+                        transactions.push(self.balance_transaction(account, &id).await?)
+                    }
+                    Some(object) => {
+                        transactions.push(serde_json::from_value(object).map_err(|e| {
+                            ProviderError::Response(format!("a refund's balance transaction: {e}"))
+                        })?)
+                    }
+                }
+            }
+        }
+        Ok(transactions)
+    }
+
+    /// Every balance transaction of an automatic payout (`GET
+    /// /v1/balance_transactions?payout=`, to the last page), the payout's own included.
+    pub async fn payout_transactions(
+        &self,
+        account: Option<&str>,
+        payout: &str,
+    ) -> Result<Vec<BalanceTransaction>, ProviderError> {
+        self.list(
+            "payout_balance_transactions",
+            "/v1/balance_transactions",
+            &[("payout", payout)],
+            account,
+            |transaction: &BalanceTransaction| transaction.id.clone(),
+        )
+        .await
+    }
+
+    /// Reads a listing page after page (`starting_after` the last item) until `has_more` is
+    /// false.
+    async fn list<T: DeserializeOwned>(
+        &self,
+        endpoint: &'static str,
+        path: &str,
+        query: &[(&str, &str)],
+        account: Option<&str>,
+        id_of: impl Fn(&T) -> String,
+    ) -> Result<Vec<T>, ProviderError> {
+        let mut items = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..PAGES_MAX {
+            let mut page_query: Vec<(&str, &str)> = query.to_vec();
+            page_query.push(("limit", PAGE_LIMIT));
+            if let Some(after) = &after {
+                page_query.push(("starting_after", after));
+            }
+            let page: Page<T> = self.get(endpoint, path, &page_query, account).await?;
+            let last = page.data.last().map(&id_of);
+            items.extend(page.data);
+            match (page.has_more, last) {
+                (true, Some(last)) => after = Some(last),
+                (true, None) => {
+                    return Err(ProviderError::Response(format!(
+                        "{endpoint}: an empty page says it has more"
+                    )));
+                }
+                (false, _) => return Ok(items),
+            }
+        }
+        Err(ProviderError::Response(format!(
+            "{endpoint}: more than {PAGES_MAX} pages"
+        )))
+    }
+
+    async fn get<T: DeserializeOwned>(
+        &self,
+        endpoint: &'static str,
+        path: &str,
+        query: &[(&str, &str)],
+        account: Option<&str>,
+    ) -> Result<T, ProviderError> {
+        self.budget.acquire().await;
+        let mut url = self
+            .base
+            .join(path)
+            .map_err(|e| ProviderError::Response(format!("{endpoint}: {e}")))?;
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        let mut request = self
+            .http
+            .get(url)
+            .bearer_auth(&self.key.0)
+            .header("Stripe-Version", STRIPE_VERSION);
+        if let Some(account) = account {
+            request = request.header("Stripe-Account", account);
+        }
+        let started = Instant::now();
+        let outcome = self.answer(request, endpoint).await;
+        let status = match &outcome {
+            Ok(_) => "200".to_owned(),
+            Err((status, _)) => status.clone(),
+        };
+        let source = self.source.to_string();
+        metrics::counter!("settle_provider_requests_total", "source" => source.clone(), "endpoint" => endpoint, "status" => status)
+            .increment(1);
+        metrics::histogram!("settle_provider_request_duration_seconds", "source" => source.clone(), "endpoint" => endpoint)
+            .record(started.elapsed().as_secs_f64());
+        let body = outcome.map_err(|(_, error)| {
+            if matches!(error, ProviderError::Auth { .. }) {
+                metrics::counter!("settle_provider_auth_failures_total", "source" => source)
+                    .increment(1);
+            }
+            error
+        })?;
+        serde_json::from_slice(&body)
+            .map_err(|e| ProviderError::Response(format!("{endpoint}: {e}")))
+    }
+
+    /// Sends the request and reads its answer; an error comes with the status label it is
+    /// counted under (`timeout`, `network`, or the HTTP status).
+    async fn answer(
+        &self,
+        request: reqwest::RequestBuilder,
+        endpoint: &'static str,
+    ) -> Result<Vec<u8>, (String, ProviderError)> {
+        let network = |error: reqwest::Error| {
+            let label = if error.is_timeout() {
+                "timeout"
+            } else {
+                "network"
+            };
+            let detail = format!("{endpoint}: {label}: {}", without_url(error));
+            (
+                label.to_owned(),
+                ProviderError::Unavailable {
+                    detail,
+                    retry_after_ms: None,
+                },
+            )
+        };
+        let mut response = request.send().await.map_err(network)?;
+        let status = response.status();
+        let retry_after_ms = retry_after_ms(response.headers());
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(network)? {
+            if body.len() + chunk.len() > RESPONSE_BYTES_MAX {
+                return Err((
+                    status.as_u16().to_string(),
+                    ProviderError::Response(format!(
+                        "{endpoint}: answer over {RESPONSE_BYTES_MAX} bytes"
+                    )),
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        if status.is_success() {
+            return Ok(body);
+        }
+        let label = status.as_u16().to_string();
+        let message = error_message(&body);
+        Err((label, classify(status, endpoint, message, retry_after_ms)))
+    }
+}
+
+/// What an unsuccessful status means for the job.
+fn classify(
+    status: StatusCode,
+    endpoint: &str,
+    message: String,
+    retry_after_ms: Option<u64>,
+) -> ProviderError {
+    match status {
+        StatusCode::TOO_MANY_REQUESTS => ProviderError::RateLimited { retry_after_ms },
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ProviderError::Auth {
+            status: status.as_u16(),
+        },
+        StatusCode::NOT_FOUND => ProviderError::NotFound {
+            what: format!("{endpoint} ({message})"),
+        },
+        status if status.is_server_error() => ProviderError::Unavailable {
+            detail: format!("{endpoint}: HTTP {}: {message}", status.as_u16()),
+            retry_after_ms,
+        },
+        status => {
+            ProviderError::Response(format!("{endpoint}: HTTP {}: {message}", status.as_u16()))
+        }
+    }
+}
+
+/// Stripe's error message (`{"error": {"message": ...}}`), shortened; never the request.
+fn error_message(body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "no error message".into())
+        .chars()
+        .take(200)
+        .collect()
+}
+
+/// `Retry-After` in seconds (Stripe sends whole seconds), capped at five minutes.
+fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    let secs: u64 = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(secs.min(300) * 1_000)
+}
+
+/// A network error's text without its URL (which carries ids, and never the key, but keeps the
+/// logs short).
+fn without_url(error: reqwest::Error) -> String {
+    let mut text = error.without_url().to_string();
+    text.truncate(200);
+    text
+}
+
+/// An id as one URL path segment: Stripe's ids are letters, digits and `_` (`-` is let through).
+fn segment(id: &str) -> Result<&str, ProviderError> {
+    if !id.is_empty()
+        && id.len() <= 255
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        Ok(id)
+    } else {
+        Err(ProviderError::Facts(format!(
+            "{:?} is not a Stripe object id",
+            id.chars().take(64).collect::<String>()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_classified() {
+        let check = |status: u16, want: &str| {
+            let error = classify(
+                StatusCode::from_u16(status).expect("status"),
+                "balance_transaction",
+                "m".into(),
+                Some(2_000),
+            );
+            assert_eq!(error.code(), want, "{status}");
+        };
+        check(429, "provider_rate_limited");
+        check(500, "provider_unavailable");
+        check(503, "provider_unavailable");
+        check(401, "provider_auth");
+        check(403, "provider_auth");
+        check(404, "provider_not_found");
+        check(400, "provider_response");
+        let limited = classify(StatusCode::TOO_MANY_REQUESTS, "x", "m".into(), Some(2_000));
+        assert_eq!(limited.retry_after_ms(), Some(2_000));
+        assert!(limited.is_transient());
+    }
+
+    #[test]
+    fn ids_must_be_one_path_segment() {
+        assert!(segment("txn_1ABC").is_ok());
+        for bad in ["", "../v1/charges", "txn 1", "txn/1", "txn?x=1"] {
+            assert!(segment(bad).is_err(), "{bad}");
+        }
+    }
+}
