@@ -502,6 +502,24 @@ impl TestApp {
         }
     }
 
+    /// The lines of the entry posted for `movement_id` (a Stripe `txn_...`), as
+    /// `account CURRENCY amount` with the amount normalised (`96.8`, `-100`), in line order.
+    pub async fn lines_of(&self, movement_id: &str) -> Vec<String> {
+        const SQL: &str =
+            "SELECT l.account, l.currency, CAST(l.amount AS TEXT) FROM journal_lines l
+                           JOIN journal_entries je ON je.id = l.entry_id
+                           WHERE je.movement_id = $1 ORDER BY l.line_no";
+        let rows: Vec<(String, String, String)> =
+            on_pool!(self, pool => sqlx::query_as(SQL).bind(movement_id).fetch_all(pool).await)
+                .expect("lines");
+        rows.into_iter()
+            .map(|(account, currency, amount)| {
+                let amount: rust_decimal::Decimal = amount.parse().expect("decimal");
+                format!("{account} {currency} {}", amount.normalize())
+            })
+            .collect()
+    }
+
     /// Runs `settle verify` over the store and returns the names of failed checks.
     pub async fn failed_invariants(&self) -> Vec<String> {
         self.store

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::app::{
     ADYEN_KEY, ADYEN_KEY_OLD, STANDARD_SECRET, STANDARD_SECRET_OLD, STANDARD_SECRET_UNKNOWN,
-    STRIPE_SECRET, STRIPE_SECRET_OLD, charge,
+    STRIPE_API_KEY, STRIPE_SECRET, STRIPE_SECRET_OLD, charge,
 };
 use crate::sign::{adyen_item, adyen_notification, now, standard_headers, stripe_header};
 
@@ -415,6 +415,7 @@ pub fn config_extra() -> String {
         "body_bytes_max = 4096\n\
          [[sources]]\nname = \"std-rotated\"\nprovider = \"standard\"\nsecrets = [\"{STANDARD_SECRET}\"]\n\
          [[sources]]\nname = \"stripe-rotated\"\nprovider = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n\
+         livemode = false\napi_key = \"{STRIPE_API_KEY}\"\n\
          [[sources]]\nname = \"adyen-rotated\"\nprovider = \"adyen\"\nsecrets = [\"{ADYEN_KEY}\"]\n"
     )
 }
@@ -443,5 +444,6 @@ pub fn secrets() -> Vec<&'static str> {
         STRIPE_SECRET_OLD,
         ADYEN_KEY,
         ADYEN_KEY_OLD,
+        STRIPE_API_KEY,
     ]
 }

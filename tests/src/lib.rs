@@ -8,6 +8,7 @@ pub mod hostile;
 pub mod logs;
 pub mod process;
 pub mod sign;
+pub mod stripe;
 
 pub use app::{TestApp, spawn_app};
 pub use db::TestDb;

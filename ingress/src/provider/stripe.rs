@@ -87,7 +87,11 @@ pub(crate) fn adapt(source: &Source, body: &[u8]) -> Result<Adapted, Unparseable
         return Ok(Adapted::Ignored(Ignore::NotSettlement));
     };
     let rules = source.stripe.unwrap_or_default();
-    if event.get("livemode").and_then(Value::as_bool) != Some(rules.livemode) {
+    if event
+        .get("livemode")
+        .and_then(Value::as_bool)
+        .is_some_and(|livemode| livemode != rules.livemode)
+    {
         return Ok(Adapted::Ignored(Ignore::OtherMode));
     }
     let account = event.get("account").and_then(Value::as_str);

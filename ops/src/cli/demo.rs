@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use base64::Engine;
-use jobs::finance::{BalanceQuery, JournalFilter};
+use jobs::finance::{BalanceQuery, JournalFilter, ReconciliationStatus};
 use jobs::review::{DeadLetterFilter, DeadLetterState, PageRequest};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -17,15 +17,18 @@ use tokio_util::sync::CancellationToken;
 use super::table::{self, or_dash};
 use crate::app::{App, Role};
 use crate::config::Config;
+use crate::fake_stripe::{FakeStripe, fixture};
 use crate::sign;
 
 /// What the scenario must end with.
-const EXPECTED_RECORDED: usize = 11;
+const EXPECTED_RECORDED: usize = 14;
 const EXPECTED_DUPLICATES: usize = 3;
 const EXPECTED_CONFLICTS: usize = 1;
-const EXPECTED_IGNORED: usize = 2;
-const EXPECTED_POSTED: i64 = 9;
+const EXPECTED_IGNORED: usize = 3;
+const EXPECTED_POSTED: i64 = 11;
 const EXPECTED_DEAD_LETTERS: usize = 2;
+/// The Stripe payout the scenario reconciles.
+const STRIPE_PAYOUT: &str = "po_demo_1";
 
 /// The deliveries' outcomes as their senders saw them.
 #[derive(Debug, Default)]
@@ -123,10 +126,61 @@ fn settlement(kind: &str, data: Value) -> String {
         .to_string()
 }
 
+/// A test-mode Stripe webhook event in the shape Stripe sends (`fixtures/stripe`).
 fn stripe_event(id: &str, event_type: &str, object: Value, pending_webhooks: i64) -> String {
-    json!({"id": id, "object": "event", "type": event_type, "created": 1_764_500_100,
-           "pending_webhooks": pending_webhooks, "request": {"id": null}, "data": {"object": object}})
-    .to_string()
+    let mut event = fixture("event");
+    event["id"] = json!(id);
+    event["type"] = json!(event_type);
+    event["pending_webhooks"] = json!(pending_webhooks);
+    event["data"]["object"] = object;
+    event.to_string()
+}
+
+/// A charge as a webhook carries it: its balance transaction by id, or null (asynchronous
+/// capture).
+fn stripe_charge(id: &str, amount: i64, transaction: Option<&str>) -> Value {
+    let mut charge = fixture("charge");
+    charge["id"] = json!(id);
+    charge["amount"] = json!(amount);
+    charge["amount_captured"] = json!(amount);
+    charge["balance_transaction"] = json!(transaction);
+    charge
+}
+
+/// A balance transaction the fake Stripe API serves.
+fn stripe_transaction(id: &str, category: &str, amount: i64, fee: i64, source: &str) -> Value {
+    let mut transaction = fixture("balance_transaction");
+    transaction["id"] = json!(id);
+    transaction["type"] = json!(category);
+    transaction["reporting_category"] = json!(category);
+    transaction["amount"] = json!(amount);
+    transaction["fee"] = json!(fee);
+    transaction["net"] = json!(amount - fee);
+    transaction["source"] = json!(source);
+    transaction["fee_details"] = match fee {
+        0 => json!([]),
+        fee => json!([{"amount": fee, "application": null, "currency": "usd",
+                       "description": "Stripe processing fees", "type": "stripe_fee"}]),
+    };
+    transaction
+}
+
+/// The Stripe account behind the demo, in a fake Stripe API: two charges, a refund, a Stripe
+/// fee (which has no webhook of its own) and the automatic payout that paid them out.
+fn stock_fake_stripe(fake: &FakeStripe) {
+    let items = [
+        stripe_transaction("txn_demo_ch1", "charge", 2_000, 88, "ch_demo_1"),
+        stripe_transaction("txn_demo_ch2", "charge", 5_000, 175, "ch_demo_2"),
+        stripe_transaction("txn_demo_re1", "refund", -500, 0, "re_demo_1"),
+        stripe_transaction("txn_demo_fee", "fee", -200, 0, "fee_demo_radar"),
+        stripe_transaction("txn_demo_po1", "payout", -6_037, 0, STRIPE_PAYOUT),
+    ];
+    let ids: Vec<String> = items.iter().map(|t| t["id"].as_str().unwrap_or_default().to_owned()).collect();
+    for item in items {
+        fake.add_transaction(None, item);
+    }
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    fake.set_payout_listing(None, STRIPE_PAYOUT, &ids);
 }
 
 pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
@@ -148,6 +202,11 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
         base64::engine::general_purpose::STANDARD.encode(random_bytes())
     );
     let stripe_secret = format!("whsec_{}", hex::encode(random_bytes()));
+    let stripe_api_key = format!("rk_test_{}", hex::encode(random_bytes()));
+    let fake_stripe = FakeStripe::start(&stripe_api_key)
+        .await
+        .context("cannot start the fake Stripe API")?;
+    stock_fake_stripe(&fake_stripe);
     let adyen_key = hex::encode(random_bytes()).to_uppercase();
     let config = Config::from_toml(&format!(
         r#"
@@ -166,16 +225,24 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
         name = "stripe"
         provider = "stripe"
         secrets = ["{stripe_secret}"]
+        livemode = false
+        api_key = "{stripe_api_key}"
+        api_base = "{stripe_api}"
         [[sources]]
         name = "adyen"
         provider = "adyen"
         secrets = ["{adyen_key}"]
         "#,
-        db = database.display()
+        db = database.display(),
+        stripe_api = fake_stripe.url(),
     ))?;
     println!(
         "settle demo: a fresh embedded database at {}",
         database.display()
+    );
+    println!(
+        "             Stripe's API is a fake in this process at {} (the demo runs offline)",
+        fake_stripe.url()
     );
     let app = App::build(&config, Role::Serve).await?;
     let store = app.store().clone();
@@ -274,28 +341,67 @@ async fn send_scenario(s: &Sender, tally: &mut Tally) -> anyhow::Result<()> {
         let (status, body) = s.standard(id, body).await?;
         tally.count(label, status, &body);
     }
-    let payout = |amount: i64| {
-        json!({"id": "po_stripe_1", "object": "payout", "amount": amount, "currency": "usd",
-                                      "arrival_date": 1_764_500_000, "created": 1_764_400_000})
-    };
-    let charge_object = json!({"id": "ch_stripe_1", "object": "charge", "amount": 2000, "currency": "usd", "created": 1_764_400_000,
-        "balance_transaction": {"id": "txn_1", "object": "balance_transaction", "amount": 2000, "currency": "usd", "fee": 88, "net": 1912}});
+    let mut payout = fixture("payout");
+    payout["id"] = json!(STRIPE_PAYOUT);
+    payout["amount"] = json!(6_037);
+    payout["balance_transaction"] = json!("txn_demo_po1");
+    let mut captured = serde_json::from_str::<Value>(&stripe_event(
+        "evt_st_ch2_captured",
+        "charge.updated",
+        stripe_charge("ch_demo_2", 5_000, Some("txn_demo_ch2")),
+        1,
+    ))?;
+    captured["data"]["previous_attributes"] = json!({"balance_transaction": null});
+    let mut refund = fixture("refund");
+    refund["id"] = json!("re_demo_1");
+    refund["amount"] = json!(500);
+    refund["charge"] = json!("ch_demo_1");
+    refund["balance_transaction"] = json!("txn_demo_re1");
+    let mut connected = serde_json::from_str::<Value>(&stripe_event(
+        "evt_st_connect",
+        "charge.succeeded",
+        stripe_charge("ch_other", 900, Some("txn_other")),
+        1,
+    ))?;
+    connected["account"] = json!("acct_demo_connected");
+    let charge_1 = stripe_charge("ch_demo_1", 2_000, Some("txn_demo_ch1"));
     let stripe = [
         (
-            "stripe: charge.succeeded 20.00 USD",
-            stripe_event("evt_st_ch", "charge.succeeded", charge_object, 1),
+            "stripe: charge.succeeded 20.00 USD (names txn)",
+            stripe_event("evt_st_ch1", "charge.succeeded", charge_1.clone(), 1),
         ),
         (
-            "stripe: payout.paid 19.12 USD",
-            stripe_event("evt_st_paid", "payout.paid", payout(1912), 1),
+            "stripe: charge.succeeded redelivered (pending_webhooks 2)",
+            stripe_event("evt_st_ch1", "charge.succeeded", charge_1, 2),
         ),
         (
-            "stripe: payout.paid redelivered (pending_webhooks 2)",
-            stripe_event("evt_st_paid", "payout.paid", payout(1912), 2),
+            "stripe: charge.succeeded, async capture (txn null)",
+            stripe_event(
+                "evt_st_ch2",
+                "charge.succeeded",
+                stripe_charge("ch_demo_2", 5_000, None),
+                1,
+            ),
         ),
         (
-            "stripe: payout.failed (reverses the payout)",
-            stripe_event("evt_st_failed", "payout.failed", payout(1912), 1),
+            "stripe: charge.updated, captured (names txn)",
+            captured.to_string(),
+        ),
+        (
+            "stripe: refund.created 5.00 USD",
+            stripe_event("evt_st_re1", "refund.created", refund, 1),
+        ),
+        (
+            "stripe: payout.paid 60.37 USD (lists its items)",
+            stripe_event("evt_st_paid", "payout.paid", payout.clone(), 1),
+        ),
+        (
+            "stripe: payout.reconciliation_completed",
+            stripe_event("evt_st_recon", "payout.reconciliation_completed", payout, 1),
+        ),
+        (
+            "stripe: a connected account's charge (ignored)",
+            connected.to_string(),
         ),
         (
             "stripe: customer.created (ignored)",
@@ -419,6 +525,21 @@ async fn report(store: &jobs::Store, tally: &Tally) -> anyhow::Result<()> {
         .collect();
     table::print(&["ACCOUNT", "CUR", "BALANCE"], &rows);
 
+    println!("\nreconciliation of Stripe payout {STRIPE_PAYOUT} (its balance transactions, listed)");
+    let reconciled = store.reconciliation(STRIPE_PAYOUT).await?;
+    let matched = reconciled.as_ref().map(|r| r.status) == Some(ReconciliationStatus::Matched);
+    if let Some(r) = &reconciled {
+        println!(
+            "  {:?}: payout {} {}, {} items, net {}, difference {}",
+            r.status,
+            r.payout_amount.as_deref().unwrap_or("-"),
+            r.currency.as_deref().unwrap_or(""),
+            r.items.len(),
+            r.items_net,
+            r.difference
+        );
+    }
+
     println!("\ndead letters (a person decides)");
     let rows: Vec<Vec<String>> = dead
         .items
@@ -473,7 +594,7 @@ async fn report(store: &jobs::Store, tally: &Tally) -> anyhow::Result<()> {
         journal.items.len() as i64,
         dead.items.len(),
     );
-    if got != expected || !tally.other.is_empty() || !failed.is_empty() {
+    if got != expected || !tally.other.is_empty() || !failed.is_empty() || !matched {
         bail!(
             "the demo did not end as expected: got {got:?}, expected {expected:?}; unexpected answers: {:?}",
             tally.other

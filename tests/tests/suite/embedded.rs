@@ -23,11 +23,11 @@ async fn settle_demo_ends_as_expected_and_starts_clean_each_time() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(
-            stdout.contains("recorded 11   duplicates 3   conflicts 1"),
+            stdout.contains("recorded 14   duplicates 3   conflicts 1"),
             "run {run}:\n{stdout}"
         );
         assert!(
-            stdout.contains("journal entries 9   dead letters 2"),
+            stdout.contains("journal entries 11   dead letters 2"),
             "run {run}:\n{stdout}"
         );
         assert!(
@@ -35,6 +35,10 @@ async fn settle_demo_ends_as_expected_and_starts_clean_each_time() {
                 && stdout.contains("the demo ended as expected")
         );
         assert!(stdout.contains("dependency_not_ready") && stdout.contains("invalid_facts"));
+        assert!(
+            stdout.contains("Matched: payout 60.37 USD, 4 items"),
+            "the Stripe payout reconciles from its listing: {stdout}"
+        );
     }
 }
 

@@ -14,3 +14,4 @@ mod posting;
 mod providers;
 mod queue;
 mod recording;
+mod stripe;

@@ -68,7 +68,7 @@ async fn metrics_count_a_scripted_run() {
     assert_eq!(deliveries("invalid", ""), 1);
     assert_eq!(deliveries("duplicate", ""), 1);
     assert_eq!(deliveries("conflict", ""), 1);
-    assert_eq!(deliveries("ignored", ""), 1);
+    assert_eq!(deliveries("ignored", "not_settlement"), 1);
     assert_eq!(deliveries("rejected", "invalid_signature"), 1);
     assert_eq!(
         delta(

@@ -569,15 +569,19 @@ async fn last_error(
 }
 
 /// Gives the job back to the queue, due in `delay_ms`, if `worker` still holds it (a killed job
-/// stays killed, a deleted one gone). apalis-sqlite counts `run_at` in whole seconds: a delay is
-/// rounded up to the next second.
+/// stays killed, a deleted one gone). apalis-sqlite counts `run_at` in whole seconds: the due
+/// instant is rounded up to the next whole second, so the job never runs sooner than asked (a
+/// provider's `Retry-After` included).
 async fn retry_later(
     conn: &mut SqliteConnection,
     job_id: &str,
     worker: &str,
     delay_ms: u64,
 ) -> Result<(), StoreError> {
-    let run_at = now().timestamp() + i64::try_from(delay_ms.div_ceil(1000)).unwrap_or(i64::MAX / 2);
+    let due_ms = now()
+        .timestamp_millis()
+        .saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX / 2));
+    let run_at = due_ms.div_euclid(1000) + i64::from(due_ms.rem_euclid(1000) > 0);
     sqlx::query(
         "UPDATE Jobs SET status = ?3, run_at = ?2, lock_by = NULL, lock_at = NULL
          WHERE id = ?1 AND lock_by = ?5 AND status <> ?4",
