@@ -104,6 +104,10 @@ pub struct SourceConfig {
     /// about 100 read requests a second in live mode and 25 in test mode).
     #[serde(default)]
     pub api_requests_per_sec: Option<u32>,
+    /// Stripe: API requests per second the whole fleet may send to any one endpoint (Stripe
+    /// limits each endpoint to 25 a second unless it documents otherwise).
+    #[serde(default)]
+    pub api_endpoint_requests_per_sec: Option<u32>,
     /// Stripe: the longest wait for a connection, and for a whole request.
     #[serde(default)]
     pub api_connect_timeout_ms: Option<u64>,
@@ -113,10 +117,12 @@ pub struct SourceConfig {
 
 /// Stripe's API, unless a source says otherwise.
 pub const STRIPE_API_BASE: &str = "https://api.stripe.com";
-/// The request budgets the Stripe sources get unless they set one: Stripe's documented read
-/// limits per mode.
+/// The request budgets the Stripe sources get unless they set one: Stripe's documented limits
+/// (docs.stripe.com/rate-limits): per account 100 a second in live mode and 25 in test mode, and
+/// 25 a second to any one endpoint.
 const STRIPE_REQUESTS_PER_SEC_LIVE: u32 = 100;
 const STRIPE_REQUESTS_PER_SEC_TEST: u32 = 25;
+const STRIPE_ENDPOINT_REQUESTS_PER_SEC: u32 = 25;
 const STRIPE_CONNECT_TIMEOUT_MS: u64 = 3_000;
 const STRIPE_REQUEST_TIMEOUT_MS: u64 = 10_000;
 
@@ -130,6 +136,10 @@ impl SourceConfig {
             ("api_key", self.api_key.is_some()),
             ("api_base", self.api_base.is_some()),
             ("api_requests_per_sec", self.api_requests_per_sec.is_some()),
+            (
+                "api_endpoint_requests_per_sec",
+                self.api_endpoint_requests_per_sec.is_some(),
+            ),
             (
                 "api_connect_timeout_ms",
                 self.api_connect_timeout_ms.is_some(),
@@ -162,8 +172,8 @@ impl SourceConfig {
                 "source {name}: a stripe source needs api_key_env (the environment variable holding a restricted, read-only API key) or api_key, not both"
             );
         }
-        if self.api_requests_per_sec == Some(0) {
-            bail!("source {name}: api_requests_per_sec must be positive");
+        if self.api_requests_per_sec == Some(0) || self.api_endpoint_requests_per_sec == Some(0) {
+            bail!("source {name}: API request budgets must be positive");
         }
         if self.api_request_timeout_ms == Some(0) || self.api_connect_timeout_ms == Some(0) {
             bail!("source {name}: API timeouts must be positive");
@@ -204,6 +214,9 @@ impl SourceConfig {
                 .clone()
                 .unwrap_or_else(|| STRIPE_API_BASE.to_owned()),
             requests_per_sec: self.api_requests_per_sec.unwrap_or(default_budget),
+            endpoint_requests_per_sec: self
+                .api_endpoint_requests_per_sec
+                .unwrap_or(STRIPE_ENDPOINT_REQUESTS_PER_SEC),
             connect_timeout_ms: self
                 .api_connect_timeout_ms
                 .unwrap_or(STRIPE_CONNECT_TIMEOUT_MS),

@@ -70,6 +70,10 @@ async fn metrics(State(health): State<Health>) -> Response {
                 metrics::gauge!("settle_dead_letters_open", "error_class" => class)
                     .set(open as f64);
             }
+            for (source, open) in &gauges.provider_auth {
+                metrics::gauge!("settle_dead_letters_open_provider_auth", "source" => source.clone())
+                    .set(*open as f64);
+            }
             metrics::gauge!("settle_database_up").set(1.0);
         }
         Err(error) => {

@@ -170,6 +170,7 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         api_key = "{STRIPE_API_KEY}"
         api_base = "{stripe_api}"
         api_requests_per_sec = 2000
+        api_endpoint_requests_per_sec = 2000
         api_request_timeout_ms = 2000
 
         [[sources]]

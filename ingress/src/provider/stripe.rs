@@ -225,8 +225,12 @@ fn trigger(
         }
         Names::PayoutAndListing => {
             name("balance_transaction")?;
-            // Stripe lists the balance transactions of automatic payouts only.
-            if object.get("automatic").and_then(Value::as_bool) == Some(true) {
+            // Stripe lists the balance transactions of automatic payouts only; a payout it
+            // cannot reconcile says `not_applicable`.
+            let automatic = object.get("automatic").and_then(Value::as_bool) == Some(true);
+            let reconcilable = object.get("reconciliation_status").and_then(Value::as_str)
+                != Some("not_applicable");
+            if automatic && reconcilable {
                 trigger.payout_listing = Some(id);
             }
         }

@@ -35,6 +35,9 @@ pub struct Gauges {
     pub open_conflicts: i64,
     /// Open dead letters by error class.
     pub open_dead_letters: Vec<(String, i64)>,
+    /// Open dead letters whose provider's API refused the configured key (`provider_auth`), by
+    /// source: a configuration problem to fix once, then requeue.
+    pub provider_auth: Vec<(String, i64)>,
 }
 
 /// The most bytes of parameters one statement should carry; statements that carry a group are

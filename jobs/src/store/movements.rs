@@ -78,7 +78,7 @@ pub(crate) fn plan<'a>(
             plan.results[i] = Some(Ok(Posted::AlreadySettled));
             continue;
         }
-        if !facts.is_some_and(|f| Trigger::from_stored(f).is_some()) {
+        if facts.is_none_or(|f| Trigger::from_stored(f).is_none()) {
             plan.results[i] = Some(Err(PostError::CorruptEvent(format!(
                 "event {} carries its own facts; it has no movements to resolve",
                 post.job.event_id

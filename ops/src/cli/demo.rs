@@ -175,7 +175,10 @@ fn stock_fake_stripe(fake: &FakeStripe) {
         stripe_transaction("txn_demo_fee", "fee", -200, 0, "fee_demo_radar"),
         stripe_transaction("txn_demo_po1", "payout", -6_037, 0, STRIPE_PAYOUT),
     ];
-    let ids: Vec<String> = items.iter().map(|t| t["id"].as_str().unwrap_or_default().to_owned()).collect();
+    let ids: Vec<String> = items
+        .iter()
+        .map(|t| t["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
     for item in items {
         fake.add_transaction(None, item);
     }
@@ -525,7 +528,9 @@ async fn report(store: &jobs::Store, tally: &Tally) -> anyhow::Result<()> {
         .collect();
     table::print(&["ACCOUNT", "CUR", "BALANCE"], &rows);
 
-    println!("\nreconciliation of Stripe payout {STRIPE_PAYOUT} (its balance transactions, listed)");
+    println!(
+        "\nreconciliation of Stripe payout {STRIPE_PAYOUT} (its balance transactions, listed)"
+    );
     let reconciled = store.reconciliation(STRIPE_PAYOUT).await?;
     let matched = reconciled.as_ref().map(|r| r.status) == Some(ReconciliationStatus::Matched);
     if let Some(r) = &reconciled {

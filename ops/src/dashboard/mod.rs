@@ -88,7 +88,7 @@ const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:0;color:#222}nav
 nav a,nav button{color:#fff;margin-right:14px;text-decoration:none;background:none;border:0;font:inherit;cursor:pointer}\
 main{padding:16px}table{border-collapse:collapse;margin:8px 0}td,th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}\
 th{background:#f1f3f5}.num{text-align:right;font-variant-numeric:tabular-nums}.error{color:#b00020}.muted{color:#777}\
-.cards{display:flex;gap:12px}.card{border:1px solid #ddd;border-radius:6px;padding:8px 14px}.card b{font-size:22px;display:block}\
+.alert{background:#fdecea;border:1px solid #e0a0a0;border-radius:6px;padding:8px 14px}.cards{display:flex;gap:12px}.card{border:1px solid #ddd;border-radius:6px;padding:8px 14px}.card b{font-size:22px;display:block}\
 form.action{display:inline-block;margin-right:16px;border:1px solid #ddd;padding:8px}.chart rect.a,.chart .a{fill:#457b9d;color:#457b9d}\
 .chart rect.b,.chart .b{fill:#e76f51;color:#e76f51}pre{white-space:pre-wrap;max-width:70ch;background:#f8f9fa;padding:6px}\
 .side{display:flex;gap:24px}";
@@ -249,6 +249,14 @@ async fn overview(State(state): State<DashboardState>, Viewer(session): Viewer) 
         "Overview",
         Some(&session),
         html! {
+            @for (source, open) in &gauges.provider_auth {
+                p.alert id="provider-auth" {
+                    "The API of source " b { (source) } " refuses its key: " (open)
+                    " event(s) wait in the dead letter with code provider_auth. Fix the source's "
+                    code { "api_key_env" } " (a restricted key that can read balance transactions, charges, refunds, disputes and payouts), then requeue them: "
+                    code { "settle dead-letters requeue --source " (source) " --error-code provider_auth --reason \"key fixed\"" }
+                }
+            }
             div.cards {
                 div.card { b id="queue-depth" { (gauges.queue_depth) } "jobs in the queue" }
                 div.card { b { (gauges.oldest_pending_age_secs) " s" } "oldest due job waiting" }

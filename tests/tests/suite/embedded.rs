@@ -138,3 +138,112 @@ async fn serve_with_only_sources_runs_on_sqlite_and_a_kill_9_loses_nothing_ackno
         .collect();
     assert!(failed.is_empty(), "{failed:?}");
 }
+
+/// An embedded database written before entries were keyed by movement alone: the migration
+/// that rebuilds `journal_entries` keeps every row, every foreign key and every rule (an entry
+/// posted from an event's own facts is still its event's only one).
+#[tokio::test]
+async fn the_journal_rebuild_keeps_an_existing_embedded_database_whole() {
+    use sqlx::migrate::Migrator;
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
+    use std::str::FromStr;
+
+    let file = tests::db::SqliteFile::create();
+    let options = SqliteConnectOptions::from_str(&file.url())
+        .expect("url")
+        .create_if_missing(true)
+        .foreign_keys(true);
+    let pool = SqlitePool::connect_with(options).await.expect("open");
+    let mut queue = apalis_sqlite::SqliteStorage::migrations();
+    queue.set_ignore_missing(true);
+    queue.run(&pool).await.expect("the queue's migrations");
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations/sqlite"));
+    let mut earlier = Migrator::new(dir).await.expect("migrations");
+    earlier.migrations = earlier
+        .migrations
+        .iter()
+        .filter(|m| m.version < 20261201000003)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    earlier.set_ignore_missing(true);
+    earlier.run(&pool).await.expect("the earlier schema");
+    let fingerprint = "a".repeat(64);
+    let rows = format!(
+        "INSERT INTO settlement_events (id, source, external_id, status, kind, movement_id, fingerprint, facts,
+                                        payload, job_id, received_at, status_changed_at)
+         VALUES (1, 'std', 'msg_1', 'recorded', 'fee', 'fee_1', '{fingerprint}',
+                 '{{\"kind\":\"fee\",\"movement_id\":\"fee_1\",\"occurred_at\":\"2026-11-30T12:00:00Z\",\"currency\":\"USD\",\"amount\":\"1.00\"}}',
+                 '{{}}', 'job_1', '2026-11-30T12:00:00Z', '2026-11-30T12:00:00Z');
+         BEGIN;
+         INSERT INTO journal_lines (entry_id, line_no, account, currency, amount, amount_minor)
+         VALUES (1, 1, 'fees:std', 'USD', '1.00', 100), (1, 2, 'std:balance', 'USD', '-1.00', -100);
+         INSERT INTO journal_entries (id, source_key, event_id, source, kind, movement_id, request_fingerprint,
+                                      effective_date, description, recorded_at)
+         VALUES (1, 'std/fee/fee_1', 1, 'std', 'fee', 'fee_1', '{fingerprint}', '2026-11-30', 'fee fee_1 (std)',
+                 '2026-11-30T12:00:01Z');
+         COMMIT;
+         UPDATE settlement_events SET status = 'posted', posted_entry_id = 1 WHERE id = 1;"
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(rows))
+        .execute(&pool)
+        .await
+        .expect("an event posted the earlier way");
+    pool.close().await;
+
+    let store = jobs::Store::connect(&file.url(), &jobs::StoreOptions::default())
+        .await
+        .expect("connect");
+    store.migrate().await.expect("settle migrates it");
+    store.ready().await.expect("every migration applied");
+    let failed: Vec<String> = store
+        .verify()
+        .await
+        .expect("verify")
+        .into_iter()
+        .filter(|c| c.violations > 0)
+        .map(|c| format!("{}: {:?}", c.name, c.samples))
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    store.close().await;
+
+    let pool = SqlitePool::connect_with(
+        SqliteConnectOptions::from_str(&file.url())
+            .expect("url")
+            .foreign_keys(true),
+    )
+    .await
+    .expect("reopen");
+    let kept: (i64, String, i64) = sqlx::query_as(
+        "SELECT je.id, je.source_key, (SELECT count(*) FROM journal_lines l WHERE l.entry_id = je.id)
+         FROM journal_entries je",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("the entry");
+    assert_eq!(kept, (1, "std/fee/fee_1".into(), 2));
+    let dangling: Vec<(String, i64, String, i64)> = sqlx::query_as("PRAGMA foreign_key_check")
+        .fetch_all(&pool)
+        .await
+        .expect("foreign key check");
+    assert!(dangling.is_empty(), "{dangling:?}");
+    let second = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "BEGIN;
+         INSERT INTO journal_lines (entry_id, line_no, account, currency, amount, amount_minor)
+         VALUES (2, 1, 'fees:std', 'USD', '1.00', 100), (2, 2, 'std:balance', 'USD', '-1.00', -100);
+         INSERT INTO journal_entries (id, source_key, event_id, source, kind, movement_id, request_fingerprint,
+                                      effective_date, description, recorded_at)
+         VALUES (2, 'std/fee/fee_2', 1, 'std', 'fee', 'fee_2', '{fingerprint}', '2026-11-30', 'x', '2026-11-30T12:00:01Z');
+         COMMIT;"
+    )))
+    .execute(&pool)
+    .await;
+    assert!(
+        second.is_err_and(|e| e.to_string().contains("UNIQUE")),
+        "an event posting its own facts still has one entry"
+    );
+    let refused = sqlx::query("DELETE FROM journal_entries")
+        .execute(&pool)
+        .await;
+    assert!(refused.is_err(), "the rebuilt journal is still append-only");
+}

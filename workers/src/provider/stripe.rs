@@ -56,8 +56,10 @@ pub struct StripeApiSettings {
     pub api_key: ApiKey,
     /// `https://api.stripe.com`, or a proxy's (or a test's) address.
     pub api_base: String,
-    /// Requests per second the whole fleet may send for this source.
+    /// Requests per second the whole fleet may send for this source, in all and to any one
+    /// endpoint.
     pub requests_per_sec: u32,
+    pub endpoint_requests_per_sec: u32,
     /// Longest wait for a connection, and for a whole request (answer read included).
     pub connect_timeout_ms: u64,
     pub request_timeout_ms: u64,
@@ -127,7 +129,11 @@ impl StripeApi {
             http,
             base,
             key: settings.api_key,
-            budget: Budget::new(settings.source.as_str(), settings.requests_per_sec),
+            budget: Budget::new(
+                settings.source.as_str(),
+                settings.requests_per_sec,
+                settings.endpoint_requests_per_sec,
+            ),
             source: settings.source,
         })
     }
@@ -253,7 +259,7 @@ impl StripeApi {
         query: &[(&str, &str)],
         account: Option<&str>,
     ) -> Result<T, ProviderError> {
-        self.budget.acquire().await;
+        self.budget.acquire(endpoint).await;
         let mut url = self
             .base
             .join(path)
@@ -276,9 +282,9 @@ impl StripeApi {
             Err((status, _)) => status.clone(),
         };
         let source = self.source.to_string();
-        metrics::counter!("settle_provider_requests_total", "source" => source.clone(), "endpoint" => endpoint, "status" => status)
+        metrics::counter!("settle_provider_requests_total", "provider" => "stripe", "source" => source.clone(), "endpoint" => endpoint, "status" => status)
             .increment(1);
-        metrics::histogram!("settle_provider_request_duration_seconds", "source" => source.clone(), "endpoint" => endpoint)
+        metrics::histogram!("settle_provider_request_duration_seconds", "provider" => "stripe", "source" => source.clone(), "endpoint" => endpoint)
             .record(started.elapsed().as_secs_f64());
         let body = outcome.map_err(|(_, error)| {
             if matches!(error, ProviderError::Auth { .. }) {
@@ -314,8 +320,9 @@ impl StripeApi {
             )
         };
         let mut response = request.send().await.map_err(network)?;
+        let headers = response.headers().clone();
         let status = response.status();
-        let retry_after_ms = retry_after_ms(response.headers());
+        let retry_after_ms = retry_after_ms(&headers);
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(network)? {
             if body.len() + chunk.len() > RESPONSE_BYTES_MAX {
@@ -333,7 +340,15 @@ impl StripeApi {
         }
         let label = status.as_u16().to_string();
         let message = error_message(&body);
-        Err((label, classify(status, endpoint, message, retry_after_ms)))
+        let mut error = classify(status, endpoint, message, retry_after_ms);
+        // Stripe may say outright whether the same request can succeed later.
+        if should_retry(&headers) == Some(true) && !error.is_transient() {
+            error = ProviderError::Unavailable {
+                detail: format!("{endpoint}: HTTP {label}, Stripe-Should-Retry: true"),
+                retry_after_ms,
+            };
+        }
+        Err((label, error))
     }
 }
 
@@ -346,6 +361,11 @@ fn classify(
 ) -> ProviderError {
     match status {
         StatusCode::TOO_MANY_REQUESTS => ProviderError::RateLimited { retry_after_ms },
+        // A conflict with a concurrent request on Stripe's side (its libraries retry it).
+        StatusCode::CONFLICT => ProviderError::Unavailable {
+            detail: format!("{endpoint}: HTTP 409: {message}"),
+            retry_after_ms,
+        },
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ProviderError::Auth {
             status: status.as_u16(),
         },
@@ -371,6 +391,15 @@ fn error_message(body: &[u8]) -> String {
         .chars()
         .take(200)
         .collect()
+}
+
+/// `Stripe-Should-Retry: true|false`, when sent.
+fn should_retry(headers: &reqwest::header::HeaderMap) -> Option<bool> {
+    match headers.get("stripe-should-retry")?.to_str().ok()?.trim() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
 }
 
 /// `Retry-After` in seconds (Stripe sends whole seconds), capped at five minutes.
@@ -432,6 +461,7 @@ mod tests {
         check(403, "provider_auth");
         check(404, "provider_not_found");
         check(400, "provider_response");
+        check(409, "provider_unavailable");
         let limited = classify(StatusCode::TOO_MANY_REQUESTS, "x", "m".into(), Some(2_000));
         assert_eq!(limited.retry_after_ms(), Some(2_000));
         assert!(limited.is_transient());

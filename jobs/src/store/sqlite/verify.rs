@@ -123,11 +123,20 @@ impl SqliteStore {
         )
         .fetch_all(&self.pool)
         .await?;
+        // Open dead letters whose provider refused the configured key, by source.
+        let provider_auth: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT e.source, count(*) FROM dead_letters d JOIN settlement_events e ON e.id = d.event_id
+             WHERE d.state = 'open' AND d.error_code = ?1 GROUP BY e.source ORDER BY e.source",
+        )
+        .bind(crate::job::ProviderError::Auth { status: 401 }.code())
+        .fetch_all(&self.pool)
+        .await?;
         Ok(Gauges {
             queue_depth,
             oldest_pending_age_secs,
             open_conflicts,
             open_dead_letters,
+            provider_auth,
         })
     }
 }
