@@ -8,6 +8,9 @@
 //!    processes, beside no-op jobs drained by the same apalis setup.
 //! 3. End to end at a steady 200 deliveries/s: recorded -> posted latency.
 //! 4. Peak RSS of the settle processes, and the ingress and drain figures on SQLite.
+//! 5. Stripe: a backlog of real-shaped `charge.succeeded` events written through the ingress,
+//!    drained by one `settle worker` at the product's defaults fetching each balance
+//!    transaction from a fake Stripe API that answers in 0 ms and in 50 ms.
 //!
 //! `settle verify` runs on every store a benchmark filled. Results go to
 //! `target/bench/results.json` and to stdout.
@@ -553,7 +556,87 @@ async fn serve_under_mixed_load(url: &str, senders: usize, events: usize) -> (Va
     )
 }
 
-/// Which parts to run: all by default; `BENCH_PARTS=drain,e2e` runs some (while iterating).
+/// 5: a backlog of `events` real-shaped Stripe `charge.succeeded` events, written through a
+/// `settle ingress`, drained by one `settle worker` at the product's defaults; every balance
+/// transaction fetched from a fake Stripe API answering after `latency`. The source's request
+/// budget is raised out of the way (the fake is not Stripe: Stripe allows 25 retrievals a
+/// second per endpoint, which would bound any drain at 25/s); everything else is default.
+async fn stripe_drain(latency: Duration, events: usize) -> (i64, u64, bool) {
+    let db = TestDb::create().await;
+    let fake = tests::app::fake_stripe().await;
+    fake.set_latency(latency);
+    let scratch = Scratch::new();
+    let options = AppOptions {
+        workers: String::new(),
+        stripe: Some(fake.clone()),
+        ..AppOptions::default()
+    };
+    let config = config_toml(&db.url, &options)
+        .replace("api_requests_per_sec = 2000", "api_requests_per_sec = 100000")
+        .replace(
+            "api_endpoint_requests_per_sec = 2000",
+            "api_endpoint_requests_per_sec = 100000",
+        )
+        .replace("api_request_timeout_ms = 2000", "");
+    let config = scratch.write("settle.toml", &config);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let ingress = spawn_settle(
+        &scratch,
+        "ingress",
+        &config,
+        &db.url,
+        &["ingress", "--listen", &listen],
+        &[],
+    );
+    let base = format!("http://{listen}");
+    wait_ready(&base).await;
+    let report = ops::loadgen::run(LoadOptions {
+        source: "stripe".into(),
+        provider: LoadProvider::Stripe,
+        secret: tests::app::STRIPE_SECRET.into(),
+        ..load(&base, 32, events, 0)
+    })
+    .await
+    .expect("load");
+    assert_eq!(report.count("200 recorded"), events, "{:?}", report.answers);
+    drop(ingress);
+    let started = Instant::now();
+    let worker = spawn_settle(&scratch, "worker", &config, &db.url, &["worker"], &[]);
+    wait_for_entries(&db.url, events as i64, Duration::from_secs(1800)).await;
+    let elapsed = started.elapsed();
+    let rss = peak_rss_kib(&worker);
+    drop(worker);
+    let per_sec = (events as u128 * 1000 / elapsed.as_millis().max(1)) as i64;
+    println!(
+        "  Stripe API answering in {} ms: {per_sec} postings/s ({} ms for {events}), {} requests, worker peak RSS {} MiB",
+        latency.as_millis(),
+        elapsed.as_millis(),
+        fake.requests(),
+        rss / 1024
+    );
+    let verified = verify(&db.url).await;
+    (per_sec, fake.requests(), verified)
+}
+
+async fn part_stripe(results: &mut serde_json::Map<String, Value>) {
+    let events = std::env::var("BENCH_STRIPE_EVENTS")
+        .ok()
+        .map_or(50_000, |v| v.parse().expect("a positive integer"));
+    println!(
+        "\n5. Stripe drain (PostgreSQL, {events} charge.succeeded events through the ingress, one worker at the defaults)"
+    );
+    let mut rows = Vec::new();
+    for latency_ms in [0, 50] {
+        let (per_sec, requests, verified) =
+            stripe_drain(Duration::from_millis(latency_ms), events).await;
+        rows.push(json!({"api_latency_ms": latency_ms, "postings_per_sec": per_sec,
+            "api_requests": requests, "verified": verified}));
+    }
+    results.insert("stripe_drain".into(), json!(rows));
+}
+
+/// Which parts to run: all by default; `BENCH_PARTS=drain,e2e` runs some (while iterating):
+/// `ingress`, `drain`, `e2e`, `sqlite`, `stripe`.
 fn wanted(part: &str) -> bool {
     std::env::var("BENCH_PARTS").map_or(true, |parts| parts.split(',').any(|p| p.trim() == part))
 }
@@ -699,6 +782,9 @@ async fn main() {
     }
     if wanted("sqlite") {
         part_sqlite(&levels[..3], &drain_workers, &mut results).await;
+    }
+    if wanted("stripe") {
+        part_stripe(&mut results).await;
     }
     let text = serde_json::to_string_pretty(&Value::Object(results)).expect("json");
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
