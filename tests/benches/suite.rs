@@ -572,7 +572,10 @@ async fn stripe_drain(latency: Duration, events: usize) -> (i64, u64, bool) {
         ..AppOptions::default()
     };
     let config = config_toml(&db.url, &options)
-        .replace("api_requests_per_sec = 2000", "api_requests_per_sec = 100000")
+        .replace(
+            "api_requests_per_sec = 2000",
+            "api_requests_per_sec = 100000",
+        )
         .replace(
             "api_endpoint_requests_per_sec = 2000",
             "api_endpoint_requests_per_sec = 100000",
@@ -629,8 +632,10 @@ async fn part_stripe(results: &mut serde_json::Map<String, Value>) {
     for latency_ms in [0, 50] {
         let (per_sec, requests, verified) =
             stripe_drain(Duration::from_millis(latency_ms), events).await;
-        rows.push(json!({"api_latency_ms": latency_ms, "postings_per_sec": per_sec,
-            "api_requests": requests, "verified": verified}));
+        rows.push(
+            json!({"api_latency_ms": latency_ms, "postings_per_sec": per_sec,
+            "api_requests": requests, "verified": verified}),
+        );
     }
     results.insert("stripe_drain".into(), json!(rows));
 }

@@ -41,13 +41,13 @@ pub struct WorkerSettings {
 impl Default for WorkerSettings {
     fn default() -> Self {
         Self {
-            concurrency: 16,
+            concurrency: 128,
             attempts_max: 8,
             backoff_base_ms: 1_000,
             backoff_max_ms: 300_000,
-            batch_size: 16,
+            batch_size: 128,
             group_size_max: 64,
-            groups_max: 1,
+            groups_max: 2,
             heartbeat_interval_ms: 2_000,
             missed_heartbeats: 4,
             poll_interval_ms: 1_000,

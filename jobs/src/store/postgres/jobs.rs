@@ -653,15 +653,22 @@ pub(super) async fn set_event_status(
     }
 }
 
-/// Begins a transaction in which waiting longer than `lock_timeout_ms` for a lock fails
-/// (transiently); one round trip.
+/// Begins a posting transaction, in one round trip: waiting longer than `lock_timeout_ms` for a
+/// lock fails (transiently), and every statement in it is planned for the tables as they are now
+/// (`plan_cache_mode = force_custom_plan`). Without that, a prepared statement's generic plan,
+/// and the cached plans of the foreign-key checks and the balance trigger it fires, are made
+/// once per connection while the journal and `job_attempts` are still small, and kept as they
+/// grow: sequential scans whose cost grows with every row posted (a drain fell from ~2,000 to
+/// ~120 postings/s here; BENCHMARKS.md, "The drain collapse"). Planning each time costs less
+/// than one such scan.
 pub(super) async fn begin_with_lock_timeout(
     pool: &sqlx::PgPool,
     lock_timeout_ms: u64,
 ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, StoreError> {
     Ok(pool
         .begin_with(sqlx::AssertSqlSafe(format!(
-            "BEGIN; SET LOCAL lock_timeout = '{lock_timeout_ms}ms'"
+            "BEGIN; SET LOCAL lock_timeout = '{lock_timeout_ms}ms'; \
+             SET LOCAL plan_cache_mode = force_custom_plan"
         )))
         .await?)
 }
