@@ -4,8 +4,12 @@
 //! 1. Ingress: recorded deliveries/s and latency at 1, 8, 32 and 64 senders against a release
 //!    `settle ingress`, beside pgbench running the same SQL (the event insert and its job insert
 //!    in one statement) at the same client counts.
-//! 2. Drain: postings/s from a backlog of 50,000 recorded events with 1 and 2 `settle worker`
-//!    processes, beside no-op jobs drained by the same apalis setup.
+//! 2. Drain: backlogs of 20,000 and 200,000 events written through a `settle ingress`, drained
+//!    by one and by two `settle worker` processes at the product's defaults, with the rate of
+//!    each tenth of the backlog, beside graphile-worker 0.17's default drain of as many no-op
+//!    jobs; on this machine's cluster and on a cluster the benchmark starts itself with
+//!    production settings (autovacuum, fsync and synchronous commit on). Also the bare apalis
+//!    queue draining no-op jobs at the same batch and concurrency.
 //! 3. End to end at a steady 200 deliveries/s: recorded -> posted latency.
 //! 4. Peak RSS of the settle processes, and the ingress and drain figures on SQLite.
 //! 5. Stripe: a backlog of real-shaped `charge.succeeded` events written through the ingress,
@@ -326,6 +330,140 @@ async fn drain(url: &str, processes: usize, workers: &str) -> (i64, i64) {
         rss / 1024
     );
     (per_sec, rss)
+}
+
+/// Writes `events` standard events through a `settle ingress` (32 senders), as a backlog
+/// arrives after an outage; answers the recorded deliveries per second.
+async fn backlog_through_ingress(url: &str, events: usize) -> i64 {
+    let scratch = Scratch::new();
+    let config = bench_config(&scratch, url, "", "");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let ingress = spawn_settle(
+        &scratch,
+        "ingress",
+        &config,
+        url,
+        &["ingress", "--listen", &listen],
+        &[],
+    );
+    let base = format!("http://{listen}");
+    wait_ready(&base).await;
+    let report = ops::loadgen::run(load(&base, 32, events, 0))
+        .await
+        .expect("load");
+    assert_eq!(report.count("200 recorded"), events, "{:?}", report.answers);
+    drop(ingress);
+    report.throughput_per_sec as i64
+}
+
+/// One drain, watched: the whole rate (from the processes' start), the time to the first
+/// posting (start-up), and the rate of each tenth of the backlog (from the first posting, so
+/// start-up does not weigh on the first tenth).
+struct DrainRun {
+    per_sec: i64,
+    elapsed_ms: u128,
+    startup_ms: u128,
+    tenths: Vec<i64>,
+}
+
+impl DrainRun {
+    fn last_over_first(&self) -> i64 {
+        match (self.tenths.first(), self.tenths.last()) {
+            (Some(&first), Some(&last)) if first > 0 => last * 100 / first,
+            _ => 0,
+        }
+    }
+}
+
+/// Drains `url`'s backlog of `events` with `processes` `settle worker` processes at the
+/// product's defaults (an empty `[workers]` table), noting when each tenth of it was posted
+/// (the journal's id sequence, read every 100 ms over one connection; ids are taken as entries
+/// are written, a moment before their commit).
+async fn drain_measured(url: &str, events: usize, processes: usize) -> DrainRun {
+    let scratch = Scratch::new();
+    let config = bench_config(&scratch, url, "migrate_on_start = false", "");
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await
+        .expect("pg");
+    let started = Instant::now();
+    let fleet: Vec<Child> = (0..processes)
+        .map(|i| spawn_settle(&scratch, &format!("worker-{i}"), &config, url, &["worker"], &[]))
+        .collect();
+    let tenth = (events / 10).max(1) as i64;
+    let mut first: Option<Duration> = None;
+    let mut crossed = Vec::with_capacity(10);
+    let deadline = started + Duration::from_secs(1800);
+    while crossed.len() < 10 {
+        let written: i64 = sqlx::query_scalar(
+            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM journal_entries_id_seq",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("sequence");
+        if written > 0 && first.is_none() {
+            first = Some(started.elapsed());
+        }
+        while crossed.len() < 10 && written >= tenth * (crossed.len() as i64 + 1) {
+            crossed.push(started.elapsed());
+        }
+        assert!(Instant::now() < deadline, "the drain stalled at {written} of {events}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    pool.close().await;
+    wait_for_entries(url, events as i64, Duration::from_secs(120)).await;
+    let elapsed = started.elapsed();
+    drop(fleet);
+    let mut tenths = Vec::with_capacity(10);
+    let startup = first.unwrap_or_default();
+    let mut previous = startup;
+    for at in crossed {
+        let took = at.saturating_sub(previous).as_millis().max(1);
+        tenths.push((tenth as u128 * 1000 / took) as i64);
+        previous = at;
+    }
+    DrainRun {
+        per_sec: (events as u128 * 1000 / elapsed.as_millis().max(1)) as i64,
+        elapsed_ms: elapsed.as_millis(),
+        startup_ms: startup.as_millis(),
+        tenths,
+    }
+}
+
+/// graphile-worker 0.17 (installed with npm into target/bench/graphile on first use) draining
+/// `jobs` no-op jobs at `concurrency` on `url`: jobs per second.
+fn graphile_drain(url: &str, jobs: usize, concurrency: usize) -> i64 {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/graphile");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench/graphile");
+    std::fs::create_dir_all(&dir).expect("graphile dir");
+    for file in ["package.json", "drain.mjs"] {
+        std::fs::copy(source.join(file), dir.join(file)).expect("copy the graphile bench");
+    }
+    if !dir.join("node_modules/graphile-worker").exists() {
+        let status = std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent"])
+            .current_dir(&dir)
+            .status()
+            .expect("npm (Node.js) is installed");
+        assert!(status.success(), "npm install graphile-worker");
+    }
+    let output = std::process::Command::new("node")
+        .arg("drain.mjs")
+        .arg(url)
+        .arg(jobs.to_string())
+        .arg(concurrency.to_string())
+        .current_dir(&dir)
+        .output()
+        .expect("node");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("graphile drain printed nothing: {text} {}", String::from_utf8_lossy(&output.stderr)));
+    let result: Value = serde_json::from_str(line).expect("graphile drain's JSON");
+    result["per_sec"].as_i64().unwrap_or(0)
 }
 
 /// 2 (baseline): the same number of no-op jobs through the same apalis setup.
@@ -677,53 +815,91 @@ async fn part_ingress(levels: &[(usize, usize)], results: &mut serde_json::Map<S
     results.insert("serve_ingress_peak_rss_mib".into(), json!(serve_rss / 1024));
 }
 
-/// The drain's worker settings: `concurrency = 64`, `batch_size = 128`, `groups_max = 2` unless
-/// `BENCH_DRAIN_CONCURRENCY` / `BENCH_DRAIN_BATCH` / `BENCH_DRAIN_GROUPS` say otherwise (the
-/// bare queue gets the same concurrency and batch).
-fn drain_settings() -> (usize, usize, usize) {
-    let read = |name: &str, default: usize| {
-        std::env::var(name)
-            .ok()
-            .map_or(default, |v| v.parse().expect("a positive integer"))
-    };
-    (
-        read("BENCH_DRAIN_CONCURRENCY", 64),
-        read("BENCH_DRAIN_BATCH", 128),
-        read("BENCH_DRAIN_GROUPS", 2),
+/// 2, on one server: for each backlog size, a backlog of standard events written through a
+/// `settle ingress`, drained by one and by two `settle worker` processes at the product's
+/// defaults, beside graphile-worker's default drain of as many no-op jobs.
+async fn drain_on_server(label: &str, admin_url: &str, sizes: &[usize]) -> Value {
+    let mut rows = Vec::new();
+    for &events in sizes {
+        let mut row = serde_json::Map::new();
+        row.insert("events".into(), json!(events));
+        for processes in [1, 2] {
+            let db = TestDb::create_on(admin_url, "").await;
+            let ingress_per_sec = backlog_through_ingress(&db.url, events).await;
+            let run = drain_measured(&db.url, events, processes).await;
+            let verified = verify(&db.url).await;
+            println!(
+                "  {label}, {events} events, {processes} worker(s): {}/s ({} ms, first posting after {} ms; written at {ingress_per_sec}/s); per tenth: {:?}",
+                run.per_sec, run.elapsed_ms, run.startup_ms, run.tenths
+            );
+            row.insert(
+                format!("workers_{processes}"),
+                json!({"postings_per_sec": run.per_sec, "elapsed_ms": run.elapsed_ms, "startup_ms": run.startup_ms,
+                       "per_tenth": run.tenths, "last_tenth_percent_of_first": run.last_over_first(),
+                       "backlog_written_per_sec": ingress_per_sec, "verified": verified}),
+            );
+        }
+        let db = TestDb::create_on(admin_url, "").await;
+        let graphile = graphile_drain(&db.url, events, 1);
+        println!("  {label}, graphile-worker 0.17 defaults (concurrency 1), {events} no-op jobs: {graphile}/s");
+        let one = row["workers_1"]["postings_per_sec"].as_i64().unwrap_or(0);
+        let two = row["workers_2"]["postings_per_sec"].as_i64().unwrap_or(0);
+        row.insert("graphile_worker_per_sec".into(), json!(graphile));
+        row.insert("ratio_to_graphile_percent".into(), json!(one * 100 / graphile.max(1)));
+        row.insert("two_over_one_percent".into(), json!(two * 100 / one.max(1)));
+        println!(
+            "  {label}, {events}: {}% of graphile-worker; two workers {}% of one",
+            one * 100 / graphile.max(1),
+            two * 100 / one.max(1)
+        );
+        rows.push(Value::Object(row));
+    }
+    json!(rows)
+}
+
+/// The backlog sizes: 20,000 and 200,000 unless `BENCH_DRAIN_EVENTS` (comma-separated) says.
+fn drain_sizes() -> Vec<usize> {
+    std::env::var("BENCH_DRAIN_EVENTS").map_or_else(
+        |_| vec![20_000, 200_000],
+        |sizes| {
+            sizes
+                .split(',')
+                .map(|n| n.trim().parse().expect("a positive integer"))
+                .collect()
+        },
     )
 }
 
-async fn part_drain(workers: &str, results: &mut serde_json::Map<String, Value>) {
-    let (concurrency, batch_size, groups) = drain_settings();
+async fn part_drain(results: &mut serde_json::Map<String, Value>) {
+    let sizes = drain_sizes();
     println!(
-        "\n2. drain (PostgreSQL, {BACKLOG} recorded events, concurrency {concurrency}, batch {batch_size}, {groups} groups in flight)"
+        "\n2. drain (PostgreSQL; backlogs of {sizes:?} standard events written through the ingress; settle worker at the product's defaults)"
     );
-    let mut drains = Vec::new();
-    let mut drain_rss = 0;
-    for processes in [1, 2] {
-        let db = TestDb::create().await;
-        let (per_sec, rss) = drain(&db.url, processes, workers).await;
-        drain_rss = drain_rss.max(rss);
-        let verified = verify(&db.url).await;
-        drains.push(
-            json!({"processes": processes, "postings_per_sec": per_sec, "verified": verified}),
-        );
-    }
+    let machine = drain_on_server(
+        "this machine's cluster",
+        "postgres://postgres@127.0.0.1:5432/postgres",
+        &sizes,
+    )
+    .await;
+    results.insert("drain_machine_cluster".into(), machine);
+    let cluster = tests::cluster::Cluster::start();
+    let production = drain_on_server(
+        "a production-configured cluster",
+        &cluster.admin_url(),
+        &sizes,
+    )
+    .await;
+    drop(cluster);
+    results.insert("drain_production_cluster".into(), production);
     let db = TestDb::create().await;
     let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
         .await
         .expect("connect");
     store.migrate().await.expect("migrate");
     store.close().await;
-    let bare = bare_queue(&db, batch_size, concurrency).await;
-    let one = drains[0]["postings_per_sec"].as_i64().unwrap_or(0);
-    results.insert("drain_postgres".into(), json!(drains));
+    let defaults = workers::WorkerSettings::default();
+    let bare = bare_queue(&db, defaults.batch_size, defaults.concurrency).await;
     results.insert("bare_queue_per_sec".into(), json!(bare));
-    results.insert(
-        "drain_ratio_percent_1_process".into(),
-        json!(one * 100 / bare.max(1)),
-    );
-    results.insert("worker_peak_rss_mib".into(), json!(drain_rss / 1024));
 }
 
 async fn part_end_to_end(results: &mut serde_json::Map<String, Value>) {
@@ -771,22 +947,19 @@ async fn main() {
     // Each level runs for a few seconds at least (group commit records ~10,000 deliveries/s at
     // 32 senders here).
     let levels = [(1, 3_000), (8, 15_000), (32, 30_000), (64, 30_000)];
-    let (concurrency, batch_size, groups) = drain_settings();
-    let drain_workers =
-        format!("concurrency = {concurrency}\nbatch_size = {batch_size}\ngroups_max = {groups}");
     let mut results = serde_json::Map::new();
     results.insert("machine".into(), json!(machine));
     if wanted("ingress") {
         part_ingress(&levels, &mut results).await;
     }
     if wanted("drain") {
-        part_drain(&drain_workers, &mut results).await;
+        part_drain(&mut results).await;
     }
     if wanted("e2e") {
         part_end_to_end(&mut results).await;
     }
     if wanted("sqlite") {
-        part_sqlite(&levels[..3], &drain_workers, &mut results).await;
+        part_sqlite(&levels[..3], "", &mut results).await;
     }
     if wanted("stripe") {
         part_stripe(&mut results).await;

@@ -19,6 +19,8 @@ const LEFTOVER_AGE_SECS: u64 = 3 * 3600;
 pub struct TestDb {
     pub name: String,
     pub url: String,
+    /// The server's maintenance database, which creates and drops it.
+    admin: String,
 }
 
 impl TestDb {
@@ -28,7 +30,13 @@ impl TestDb {
 
     /// A fresh database made with these `CREATE DATABASE` options (a locale, say).
     pub async fn create_with(options: &str) -> TestDb {
-        let admin = admin_pool().await;
+        TestDb::create_on(&admin_url(), options).await
+    }
+
+    /// A fresh database on the server whose maintenance database is `admin_url`
+    /// (`postgres://user@host:port/postgres`).
+    pub async fn create_on(admin_url: &str, options: &str) -> TestDb {
+        let admin = admin_pool_at(admin_url).await;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -42,12 +50,15 @@ impl TestDb {
         .await
         .expect("create test database");
         admin.close().await;
-        let base = admin_url();
-        let url = match base.rsplit_once('/') {
+        let url = match admin_url.rsplit_once('/') {
             Some((server, _)) => format!("{server}/{name}"),
             None => panic!("SETTLE_TEST_PG must end with /<database>"),
         };
-        TestDb { name, url }
+        TestDb {
+            name,
+            url,
+            admin: admin_url.to_owned(),
+        }
     }
 
     /// A handle that owns no database (dropping it drops nothing).
@@ -55,6 +66,7 @@ impl TestDb {
         TestDb {
             name: String::new(),
             url: String::new(),
+            admin: String::new(),
         }
     }
 
@@ -62,7 +74,7 @@ impl TestDb {
     /// lets it back in: the database as seen by settle is down, while the test's own
     /// connections stay open.
     pub async fn set_reachable(&self, reachable: bool) {
-        let admin = admin_pool().await;
+        let admin = admin_pool_at(&self.admin).await;
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "ALTER DATABASE {} ALLOW_CONNECTIONS {reachable}",
             self.name
@@ -99,6 +111,7 @@ impl Drop for TestDb {
             return;
         }
         let name = self.name.clone();
+        let admin_url = self.admin.clone();
         // Drop runs outside any runtime guarantee: use a small runtime on its own thread.
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -106,7 +119,7 @@ impl Drop for TestDb {
                 .build()
                 .expect("runtime");
             runtime.block_on(async move {
-                let admin = admin_pool().await;
+                let admin = admin_pool_at(&admin_url).await;
                 sqlx::query(sqlx::AssertSqlSafe(format!(
                     "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
                 )))
@@ -122,10 +135,10 @@ impl Drop for TestDb {
     }
 }
 
-async fn admin_pool() -> PgPool {
+async fn admin_pool_at(url: &str) -> PgPool {
     PgPoolOptions::new()
         .max_connections(1)
-        .connect(&admin_url())
+        .connect(url)
         .await
         .expect("connect to the PostgreSQL server (is it running? see .ci/run)")
 }

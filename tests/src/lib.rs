@@ -2,6 +2,7 @@
 //! a random port, and requests signed the way each provider signs them.
 
 pub mod app;
+pub mod cluster;
 pub mod db;
 pub mod fleet;
 pub mod hostile;
