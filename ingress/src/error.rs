@@ -26,6 +26,12 @@ pub enum IngressError {
     Conflict { event_id: EventId },
     #[error("the delivery could not be stored; retry later")]
     Unavailable,
+    #[error("too many deliveries are being read at once; retry later")]
+    Busy,
+    #[error("the body did not arrive within {timeout_ms} ms")]
+    BodyTimeout { timeout_ms: u64 },
+    #[error("the client closed the connection before its body arrived")]
+    ClientAborted,
 }
 
 impl IngressError {
@@ -46,6 +52,9 @@ impl IngressError {
             }
             IngressError::Conflict { .. } => (StatusCode::CONFLICT, "event_conflict"),
             IngressError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            IngressError::Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
+            IngressError::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            IngressError::ClientAborted => (StatusCode::BAD_REQUEST, "client_aborted"),
         }
     }
 

@@ -3,6 +3,7 @@
 //! adapted into canonical settlement events, and the events are recorded with their jobs in one
 //! transaction. No 2xx leaves before the commit returned.
 
+mod budget;
 mod error;
 mod provider;
 mod recorder;
@@ -33,6 +34,8 @@ pub struct Ingress {
     recorder: Arc<Recorder>,
     sources: Arc<Sources>,
     body_bytes_max: usize,
+    body_read_timeout: std::time::Duration,
+    budget: budget::BodyBudget,
 }
 
 impl Ingress {
@@ -47,6 +50,8 @@ impl Ingress {
             recorder: Arc::new(Recorder::spawn(store, settings)),
             sources: Arc::new(sources),
             body_bytes_max,
+            body_read_timeout: std::time::Duration::from_millis(settings.body_read_timeout_ms),
+            budget: budget::BodyBudget::new(settings.body_budget_bytes),
         }
     }
 

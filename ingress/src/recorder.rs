@@ -29,6 +29,13 @@ pub struct IngressSettings {
     /// A group's statement waits at most this long for a key another transaction holds, then
     /// leaves its deliveries to be recorded one by one (PostgreSQL).
     pub lock_timeout_ms: u64,
+    /// A webhook's body must arrive whole within this long of its head (a sender trickling
+    /// it, or never ending a chunked one, gets 408).
+    pub body_read_timeout_ms: u64,
+    /// Bodies being read before their signature is checked, all connections together, hold at
+    /// most this much memory: a delivery beyond it gets 503 with `Retry-After` before its body
+    /// is read. Each reserves its `Content-Length` (a chunked one, `body_bytes_max`).
+    pub body_budget_bytes: usize,
 }
 
 impl Default for IngressSettings {
@@ -37,6 +44,8 @@ impl Default for IngressSettings {
             group_size_max: 64,
             groups_max: 2,
             lock_timeout_ms: 1000,
+            body_read_timeout_ms: 10_000,
+            body_budget_bytes: 32 * 1024 * 1024,
         }
     }
 }
@@ -49,6 +58,8 @@ impl IngressSettings {
             ("groups_max", self.groups_max as u64),
             // PostgreSQL reads a lock timeout of 0 as "wait for ever".
             ("lock_timeout_ms", self.lock_timeout_ms),
+            ("body_read_timeout_ms", self.body_read_timeout_ms),
+            ("body_budget_bytes", self.body_budget_bytes as u64),
         ];
         for (name, value) in positive {
             if value == 0 {

@@ -12,7 +12,7 @@ use tracing::{info, instrument, warn};
 
 use crate::Ingress;
 use crate::error::IngressError;
-use crate::provider::{Adapted, authenticate};
+use crate::provider::{Adapted, authenticate, precheck};
 use crate::source::Provider;
 
 #[instrument(name = "webhook", skip_all, fields(source = %source_name))]
@@ -65,10 +65,13 @@ async fn handle(
     if declared.is_some_and(|length| length > limit_bytes as u64) {
         return Err(IngressError::PayloadTooLarge { limit_bytes });
     }
-    let body = to_bytes(body, limit_bytes)
-        .await
-        .map_err(|_| IngressError::PayloadTooLarge { limit_bytes })?;
+    // What can be checked before the body is read is checked first: a delivery without a
+    // readable signature header, or with a stale timestamp, is refused without reading it.
     let now = chrono::Utc::now().timestamp();
+    precheck(source, headers, now)?;
+    let reserve = declared.map_or(limit_bytes, |length| length as usize);
+    let _budget = ingress.budget.reserve(reserve).ok_or(IngressError::Busy)?;
+    let body = read_body(body, limit_bytes, ingress.body_read_timeout).await?;
     let events = match authenticate(source, headers, &body, now)? {
         Adapted::Ignored(why) => {
             info!(
@@ -116,6 +119,38 @@ async fn handle(
         }),
         _ => Err(IngressError::Unavailable),
     }
+}
+
+/// Reads the whole body within `timeout`, at most `limit_bytes` of it. A body over the limit is
+/// `PayloadTooLarge`; a connection that closed or failed mid-body is `ClientAborted` (the
+/// client is gone, whatever the answer).
+async fn read_body(
+    body: Body,
+    limit_bytes: usize,
+    timeout: std::time::Duration,
+) -> Result<axum::body::Bytes, IngressError> {
+    match tokio::time::timeout(timeout, to_bytes(body, limit_bytes)).await {
+        Err(_) => Err(IngressError::BodyTimeout {
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        }),
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(error)) if is_length_limit(&error) => {
+            Err(IngressError::PayloadTooLarge { limit_bytes })
+        }
+        Ok(Err(_)) => Err(IngressError::ClientAborted),
+    }
+}
+
+/// Whether reading failed on the length limit (rather than on the connection).
+fn is_length_limit(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = source {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// The answer Adyen expects for a notification it may stop sending.

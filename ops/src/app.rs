@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
@@ -11,9 +12,11 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use workers::Workers;
 
+use crate::abuse::AuthGuard;
 use crate::api::{self, ApiState};
 use crate::config::Config;
 use crate::health;
+use crate::server::{self, HttpSettings};
 
 /// Which parts of settle a process runs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -43,6 +46,7 @@ pub struct App {
     store: Store,
     router: Router,
     workers: Option<Workers>,
+    http: HttpSettings,
 }
 
 impl App {
@@ -87,13 +91,19 @@ impl App {
             );
         if role == Role::Serve {
             let tokens = Arc::new(config.api_tokens()?);
-            router = router
-                .merge(api::router(ApiState {
-                    store: store.clone(),
-                    tokens: tokens.clone(),
-                    rules: config.posting_rules(),
-                }))
-                .merge(crate::dashboard::router(store.clone(), tokens));
+            let guard = Arc::new(AuthGuard::new(config.http.auth_failures_per_minute));
+            let timeout = Duration::from_millis(config.http.request_timeout_ms);
+            let api = api::router(ApiState {
+                store: store.clone(),
+                tokens: tokens.clone(),
+                rules: config.posting_rules(),
+                guard: guard.clone(),
+            });
+            let dashboard =
+                crate::dashboard::router(store.clone(), tokens, guard, &config.dashboard);
+            router = router.merge(api.merge(dashboard).layer(axum::middleware::from_fn(
+                move |request, next| request_deadline(timeout, request, next),
+            )));
         }
         let router = router.layer(axum::middleware::from_fn(crate::request_id::propagate));
         Ok(App {
@@ -101,6 +111,7 @@ impl App {
             store,
             router,
             workers,
+            http: config.http.clone(),
         })
     }
 
@@ -131,10 +142,7 @@ impl App {
         match self.listener {
             Some(listener) => {
                 tracing::info!(addr = %listener.local_addr()?, "listening");
-                axum::serve(listener, self.router)
-                    .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-                    .await
-                    .context("HTTP server failed")?;
+                server::serve(listener, self.router, &self.http, shutdown.clone()).await;
             }
             None => shutdown.cancelled().await,
         }
@@ -144,6 +152,28 @@ impl App {
         self.store.close().await;
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+/// An API or dashboard request gets `timeout` in all; past it, 408 with a typed body (and the
+/// request's work is dropped), counted.
+async fn request_deadline(
+    timeout: Duration,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            metrics::counter!("settle_http_request_timeouts_total").increment(1);
+            (
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                axum::Json(serde_json::json!({"error": "request_timeout",
+                    "message": format!("the request took longer than {} ms", timeout.as_millis())})),
+            )
+                .into_response()
+        }
     }
 }
 

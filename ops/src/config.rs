@@ -14,6 +14,8 @@ use serde::Deserialize;
 use workers::{ApiKey, ProviderApis, StripeApiSettings, WorkerSettings};
 
 use crate::auth::{TokenConfig, Tokens};
+use crate::dashboard::DashboardSettings;
+use crate::server::HttpSettings;
 
 /// The embedded default database when `DATABASE_URL` is not set.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://settle.db";
@@ -45,6 +47,11 @@ pub struct Config {
     pub ingress: IngressSettings,
     #[serde(default)]
     pub workers: WorkerSettings,
+    /// The HTTP edge: timeouts, the connection cap, shutdown, failed-authentication limits.
+    #[serde(default)]
+    pub http: HttpSettings,
+    #[serde(default)]
+    pub dashboard: DashboardSettings,
     /// Bearer tokens of the ops/finance API.
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
@@ -294,6 +301,7 @@ impl Config {
         self.sources()?;
         self.ingress.validate().map_err(anyhow::Error::msg)?;
         self.workers.validate().map_err(anyhow::Error::msg)?;
+        self.http.validate().map_err(anyhow::Error::msg)?;
         self.api_tokens()?;
         Ok(())
     }

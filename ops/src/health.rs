@@ -2,6 +2,9 @@
 //! is applied, and this process' workers are running where it runs them), `GET /metrics`
 //! (Prometheus).
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -10,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use jobs::Store;
 use serde_json::json;
+use tokio::sync::Mutex;
 use workers::WorkerHealth;
 
 #[derive(Clone, Debug)]
@@ -17,14 +21,24 @@ struct Health {
     store: Store,
     /// `None` where this process runs no workers.
     workers: Option<WorkerHealth>,
+    /// When the store's gauges were last read: a scrape reads them again only after
+    /// [`GAUGES_MAX_AGE`], so a flood of scrapes cannot load the database.
+    gauges_read: Arc<Mutex<Option<Instant>>>,
 }
+
+/// How old the store's gauges on `/metrics` may be.
+const GAUGES_MAX_AGE: Duration = Duration::from_secs(5);
 
 pub fn router(store: Store, workers: Option<WorkerHealth>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(Health { store, workers })
+        .with_state(Health {
+            store,
+            workers,
+            gauges_read: Arc::default(),
+        })
 }
 
 async fn healthz() -> Response {
@@ -55,6 +69,22 @@ async fn readyz(State(health): State<Health>) -> Response {
 
 /// Counters and histograms as recorded; the backlog gauges read from the store now.
 async fn metrics(State(health): State<Health>) -> Response {
+    // One scrape at a time refreshes; the others answer from the figures already recorded.
+    if let Ok(mut read) = health.gauges_read.try_lock()
+        && read.is_none_or(|at| at.elapsed() >= GAUGES_MAX_AGE)
+    {
+        refresh_gauges(&health).await;
+        *read = Some(Instant::now());
+    }
+    if let Some(workers) = &health.workers {
+        metrics::gauge!("settle_workers_running").set(if workers.is_running() { 1.0 } else { 0.0 });
+    }
+    let body = crate::telemetry::metrics().render();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+/// Reads the backlog gauges from the store into the recorder.
+async fn refresh_gauges(health: &Health) {
     match health.store.gauges().await {
         Ok(gauges) => {
             metrics::gauge!("settle_queue_depth").set(gauges.queue_depth as f64);
@@ -81,9 +111,4 @@ async fn metrics(State(health): State<Health>) -> Response {
             metrics::gauge!("settle_database_up").set(0.0);
         }
     }
-    if let Some(workers) = &health.workers {
-        metrics::gauge!("settle_workers_running").set(if workers.is_running() { 1.0 } else { 0.0 });
-    }
-    let body = crate::telemetry::metrics().render();
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }

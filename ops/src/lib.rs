@@ -1,18 +1,20 @@
 //! The `settle` binary's library: configuration, the composition root ([`App`]), the command
 //! line, and the ops/finance HTTP API.
 
+pub mod abuse;
 pub mod actions;
 pub mod api;
 pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
-mod dashboard;
+pub mod dashboard;
 pub mod export;
 pub mod fake_stripe;
 mod health;
 pub mod loadgen;
 mod request_id;
+pub mod server;
 pub mod sign;
 pub mod telemetry;
 mod verify;

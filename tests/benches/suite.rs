@@ -389,7 +389,16 @@ async fn drain_measured(url: &str, events: usize, processes: usize) -> DrainRun 
         .expect("pg");
     let started = Instant::now();
     let fleet: Vec<Child> = (0..processes)
-        .map(|i| spawn_settle(&scratch, &format!("worker-{i}"), &config, url, &["worker"], &[]))
+        .map(|i| {
+            spawn_settle(
+                &scratch,
+                &format!("worker-{i}"),
+                &config,
+                url,
+                &["worker"],
+                &[],
+            )
+        })
         .collect();
     let tenth = (events / 10).max(1) as i64;
     let mut first: Option<Duration> = None;
@@ -408,7 +417,10 @@ async fn drain_measured(url: &str, events: usize, processes: usize) -> DrainRun 
         while crossed.len() < 10 && written >= tenth * (crossed.len() as i64 + 1) {
             crossed.push(started.elapsed());
         }
-        assert!(Instant::now() < deadline, "the drain stalled at {written} of {events}");
+        assert!(
+            Instant::now() < deadline,
+            "the drain stalled at {written} of {events}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     pool.close().await;
@@ -461,7 +473,12 @@ fn graphile_drain(url: &str, jobs: usize, concurrency: usize) -> i64 {
         .lines()
         .rev()
         .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| panic!("graphile drain printed nothing: {text} {}", String::from_utf8_lossy(&output.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "graphile drain printed nothing: {text} {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
     let result: Value = serde_json::from_str(line).expect("graphile drain's JSON");
     result["per_sec"].as_i64().unwrap_or(0)
 }
@@ -841,11 +858,16 @@ async fn drain_on_server(label: &str, admin_url: &str, sizes: &[usize]) -> Value
         }
         let db = TestDb::create_on(admin_url, "").await;
         let graphile = graphile_drain(&db.url, events, 1);
-        println!("  {label}, graphile-worker 0.17 defaults (concurrency 1), {events} no-op jobs: {graphile}/s");
+        println!(
+            "  {label}, graphile-worker 0.17 defaults (concurrency 1), {events} no-op jobs: {graphile}/s"
+        );
         let one = row["workers_1"]["postings_per_sec"].as_i64().unwrap_or(0);
         let two = row["workers_2"]["postings_per_sec"].as_i64().unwrap_or(0);
         row.insert("graphile_worker_per_sec".into(), json!(graphile));
-        row.insert("ratio_to_graphile_percent".into(), json!(one * 100 / graphile.max(1)));
+        row.insert(
+            "ratio_to_graphile_percent".into(),
+            json!(one * 100 / graphile.max(1)),
+        );
         row.insert("two_over_one_percent".into(), json!(two * 100 / one.max(1)));
         println!(
             "  {label}, {events}: {}% of graphile-worker; two workers {}% of one",

@@ -59,7 +59,10 @@ fn run(bin: &Path, program: &str, args: &[&str]) {
     } else {
         Command::new(&program)
     };
-    let output = command.args(args).output().expect("run a PostgreSQL program");
+    let output = command
+        .args(args)
+        .output()
+        .expect("run a PostgreSQL program");
     assert!(
         output.status.success(),
         "{} {args:?} failed: {}{}",
@@ -74,10 +77,8 @@ impl Cluster {
     /// it is the benchmark's own, on loopback).
     pub fn start() -> Cluster {
         let bin = bin_dir();
-        let dir = std::env::temp_dir().join(format!(
-            "settle-bench-pg-{:016x}",
-            rand::random::<u64>()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("settle-bench-pg-{:016x}", rand::random::<u64>()));
         std::fs::create_dir_all(&dir).expect("cluster directory");
         if is_root() {
             let status = Command::new("chown")
@@ -92,7 +93,15 @@ impl Cluster {
         run(
             &bin,
             "initdb",
-            &["-D", &data_text, "-U", "postgres", "--auth=trust", "-E", "UTF8"],
+            &[
+                "-D",
+                &data_text,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ],
         );
         let port = free_port();
         let options = format!(
@@ -118,7 +127,11 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let data = self.dir.join("data").display().to_string();
         let stopped = std::panic::catch_unwind(|| {
-            run(&self.bin, "pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"])
+            run(
+                &self.bin,
+                "pg_ctl",
+                &["-D", &data, "-m", "fast", "-w", "stop"],
+            )
         });
         if stopped.is_err() {
             eprintln!("could not stop the benchmark's cluster at {data}");

@@ -84,6 +84,19 @@ pub(crate) fn authenticate(
     }
 }
 
+/// What can be checked of a delivery before its body is read: the signature header is present
+/// and readable and, where the scheme signs a timestamp, it is within tolerance. (The
+/// signature itself needs the body.)
+pub(crate) fn precheck(source: &Source, headers: &HeaderMap, now: i64) -> Result<(), Rejection> {
+    match source.provider {
+        Provider::Standard => standard::precheck(source, headers, now)?,
+        Provider::Stripe => stripe::precheck(source, headers, now)?,
+        // Adyen signs each item inside the body.
+        Provider::Adyen => {}
+    }
+    Ok(())
+}
+
 /// A header's value as text; absent or not visible ASCII counts as missing.
 fn header<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<&'h str, SignatureError> {
     headers

@@ -20,12 +20,13 @@ const HEADER_SETS: [[&str; 3]; 2] = [
 ];
 
 /// Checks the signature on the raw bytes; returns the message id (the event's external id).
-pub(crate) fn verify<'h>(
+/// The signing headers (`webhook-*` or `svix-*`): the message id, the timestamp as sent, the
+/// signature list; present, readable, and the timestamp within tolerance.
+fn signing_headers<'h>(
     source: &Source,
     headers: &'h HeaderMap,
-    body: &[u8],
     now: i64,
-) -> Result<&'h str, SignatureError> {
+) -> Result<(&'h str, &'h str, &'h str), SignatureError> {
     let [id_name, timestamp_name, signature_name] = HEADER_SETS
         .into_iter()
         .find(|[id, ..]| headers.contains_key(*id))
@@ -37,6 +38,25 @@ pub(crate) fn verify<'h>(
         .parse()
         .map_err(|_| SignatureError::Malformed(timestamp_name))?;
     check_tolerance(timestamp, now, source.tolerance_secs)?;
+    Ok((id, timestamp_text, signatures))
+}
+
+/// What can be checked before the body is read.
+pub(crate) fn precheck(
+    source: &Source,
+    headers: &HeaderMap,
+    now: i64,
+) -> Result<(), SignatureError> {
+    signing_headers(source, headers, now).map(|_| ())
+}
+
+pub(crate) fn verify<'h>(
+    source: &Source,
+    headers: &'h HeaderMap,
+    body: &[u8],
+    now: i64,
+) -> Result<&'h str, SignatureError> {
+    let (id, timestamp_text, signatures) = signing_headers(source, headers, now)?;
     let candidates = parse_signatures(signatures);
     let signed = [id.as_bytes(), b".", timestamp_text.as_bytes(), b".", body];
     if any_matches(&source.keys, &signed, &candidates) {

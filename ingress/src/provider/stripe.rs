@@ -48,18 +48,37 @@ pub(crate) fn parse_signature_header(value: &str) -> Result<StripeSignature<'_>,
     Ok(StripeSignature { timestamp, v1 })
 }
 
-pub(crate) fn verify(
+/// The `Stripe-Signature` header, present, readable, its timestamp within tolerance.
+fn signature_header<'h>(
     source: &Source,
-    headers: &HeaderMap,
-    body: &[u8],
+    headers: &'h HeaderMap,
     now: i64,
-) -> Result<(), SignatureError> {
+) -> Result<StripeSignature<'h>, SignatureError> {
     let signature = parse_signature_header(header(headers, HEADER)?)?;
     let timestamp: i64 = signature
         .timestamp
         .parse()
         .map_err(|_| SignatureError::Malformed(HEADER))?;
     check_tolerance(timestamp, now, source.tolerance_secs)?;
+    Ok(signature)
+}
+
+/// What can be checked before the body is read.
+pub(crate) fn precheck(
+    source: &Source,
+    headers: &HeaderMap,
+    now: i64,
+) -> Result<(), SignatureError> {
+    signature_header(source, headers, now).map(|_| ())
+}
+
+pub(crate) fn verify(
+    source: &Source,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: i64,
+) -> Result<(), SignatureError> {
+    let signature = signature_header(source, headers, now)?;
     let signed = [signature.timestamp.as_bytes(), b".", body];
     if any_matches(&source.keys, &signed, &signature.v1) {
         Ok(())

@@ -23,6 +23,8 @@ pub enum ApiError {
     Unavailable,
     #[error("internal error")]
     Internal,
+    #[error("too many failed attempts from this address; retry after {} s", .0.retry_after_secs())]
+    Throttled(crate::abuse::Throttled),
 }
 
 impl ApiError {
@@ -35,6 +37,7 @@ impl ApiError {
             ApiError::AlreadyDecided(_) => (StatusCode::CONFLICT, "already_decided"),
             ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::Throttled(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_failed_attempts"),
         }
     }
 }
@@ -66,10 +69,18 @@ impl From<DecisionError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        (
+        let mut response = (
             status,
             Json(json!({"error": code, "message": self.to_string()})),
         )
-            .into_response()
+            .into_response();
+        if let ApiError::Throttled(throttled) = self
+            && let Ok(value) = throttled.retry_after_secs().to_string().parse()
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, value);
+        }
+        response
     }
 }

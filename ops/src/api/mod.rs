@@ -24,7 +24,9 @@ use utoipa_axum::routes;
 
 pub use error::ApiError;
 
+use crate::abuse::AuthGuard;
 use crate::auth::{Caller, Tokens};
+use crate::server::ClientAddress;
 
 /// What every API handler gets.
 #[derive(Clone, Debug)]
@@ -32,6 +34,8 @@ pub struct ApiState {
     pub store: Store,
     pub tokens: Arc<Tokens>,
     pub rules: PostingRules,
+    /// Failed tokens, limited per client address.
+    pub guard: Arc<AuthGuard>,
 }
 
 impl FromRef<ApiState> for Store {
@@ -44,7 +48,7 @@ impl FromRef<ApiState> for Store {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// A stable code: unauthorized, forbidden, not_found, bad_request, already_decided,
-    /// unavailable, internal.
+    /// too_many_failed_attempts, request_timeout, unavailable, internal.
     pub error: String,
     pub message: String,
 }
@@ -118,17 +122,27 @@ impl FromRequestParts<ApiState> for Reader {
         parts: &mut Parts,
         state: &ApiState,
     ) -> Result<Self, Self::Rejection> {
-        let token = parts
+        let client = parts
+            .extensions
+            .get::<ClientAddress>()
+            .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |c| c.0);
+        state
+            .guard
+            .admit(client, "api")
+            .map_err(ApiError::Throttled)?;
+        let caller = parts
             .headers
             .get(AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
-            .ok_or(ApiError::Unauthorized)?;
-        state
-            .tokens
-            .caller(token.trim())
-            .map(Reader)
-            .ok_or(ApiError::Unauthorized)
+            .and_then(|token| state.tokens.caller(token.trim()));
+        match caller {
+            Some(caller) => Ok(Reader(caller)),
+            None => match state.guard.failed(client, "api") {
+                Ok(()) => Err(ApiError::Unauthorized),
+                Err(throttled) => Err(ApiError::Throttled(throttled)),
+            },
+        }
     }
 }
 

@@ -116,10 +116,41 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// API and dashboard tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Print a fresh random token and the configuration lines that hold only its hash.
+    New {
+        /// ops (reads and acts) or finance (reads).
+        #[arg(long, value_enum)]
+        role: TokenRole,
+        /// Who holds it (recorded as the actor of their actions).
+        #[arg(long, value_name = "NAME")]
+        name: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum TokenRole {
+    Ops,
+    Finance,
 }
 
 impl Cli {
     pub async fn run(self) -> anyhow::Result<()> {
+        if let Command::Token {
+            command: TokenCommand::New { role, name },
+        } = &self.command
+        {
+            print!("{}", new_token(*role, name)?);
+            return Ok(());
+        }
         let mut config = Config::load(self.config.as_deref())?;
         match self.command {
             Command::Serve { listen } => serve(config, listen, Role::Serve).await,
@@ -190,8 +221,35 @@ impl Cli {
                 })
                 .await
             }
+            Command::Token { .. } => Ok(()),
         }
     }
+}
+
+/// A fresh token (32 random bytes, URL-safe base64) and the `[[tokens]]` lines holding only its
+/// SHA-256: the token is shown once and stored nowhere.
+fn new_token(role: TokenRole, name: &str) -> anyhow::Result<String> {
+    use base64::Engine;
+    let name = name.trim();
+    anyhow::ensure!(
+        !name.is_empty() && !name.contains(['"', '\\', '\n']),
+        "--name must be a non-empty plain name"
+    );
+    let role = match role {
+        TokenRole::Ops => "ops",
+        TokenRole::Finance => "finance",
+    };
+    let bytes: [u8; 32] = rand::random();
+    let token = format!(
+        "stl_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    );
+    let hash = crate::auth::token_sha256(&token);
+    Ok(format!(
+        "A new {role} token for {name}. Give it to {name}; it is shown only now:\n\n  {token}\n\n\
+         Add these lines to settle.toml (they hold only its hash):\n\n\
+         [[tokens]]\nname = \"{name}\"\nrole = \"{role}\"\ntoken_sha256 = \"{hash}\"\n"
+    ))
 }
 
 /// Runs a command with a store, and closes the store after.
@@ -246,4 +304,48 @@ async fn stop_on_signal(shutdown: CancellationToken) {
     let _ = ctrl_c.await;
     tracing::info!("stop requested");
     shutdown.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_token_is_printed_once_beside_only_its_hash() {
+        let printed = new_token(TokenRole::Finance, "fred").expect("token");
+        let token = printed
+            .split_whitespace()
+            .find(|word| word.starts_with("stl_"))
+            .expect("the token");
+        assert!(token.len() > 40);
+        let config = printed
+            .split_once("[[tokens]]")
+            .map(|(_, lines)| format!("[[tokens]]{lines}"))
+            .expect("configuration lines");
+        assert!(!config.contains(token), "the configuration holds no token");
+        #[derive(serde::Deserialize)]
+        struct File {
+            tokens: Vec<crate::auth::TokenConfig>,
+        }
+        let file: File = toml_from(&config);
+        let tokens = crate::auth::Tokens::new(&file.tokens).expect("valid lines");
+        let caller = tokens.caller(token).expect("the token opens");
+        assert_eq!(
+            (caller.name.as_str(), caller.role.as_str()),
+            ("fred", "finance")
+        );
+        assert_ne!(
+            new_token(TokenRole::Ops, "alice").expect("token"),
+            new_token(TokenRole::Ops, "alice").expect("token"),
+            "fresh every time"
+        );
+        assert!(new_token(TokenRole::Ops, "a\"b").is_err());
+    }
+
+    fn toml_from<T: serde::de::DeserializeOwned>(text: &str) -> T {
+        use figment::providers::Format;
+        figment::Figment::from(figment::providers::Toml::string(text))
+            .extract()
+            .expect("toml")
+    }
 }

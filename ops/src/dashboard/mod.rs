@@ -8,13 +8,12 @@ mod session;
 
 use std::sync::Arc;
 
-use axum::Form;
-use axum::Router;
 use axum::extract::{FromRequestParts, Path, Query, State};
-use axum::http::header::{ORIGIN, SET_COOKIE};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::header::{ORIGIN, RETRY_AFTER, SET_COOKIE};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Form, Router};
 use chrono::NaiveDate;
 use jobs::Store;
 use jobs::finance::{BalanceQuery, JournalCursor, JournalFilter};
@@ -22,22 +21,71 @@ use jobs::review::{DeadLetterFilter, DeadLetterState, Decision, PageRequest};
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
+use crate::abuse::{AuthGuard, Throttled};
 use crate::auth::Tokens;
+use crate::server::ClientAddress;
 use session::{Session, Sessions, Viewer};
+use tower_http::set_header::SetResponseHeaderLayer;
 
 #[derive(Clone, Debug)]
 pub struct DashboardState {
     store: Store,
     tokens: Arc<Tokens>,
     sessions: Sessions,
+    guard: Arc<AuthGuard>,
+    cookie_secure: bool,
 }
 
-pub fn router(store: Store, tokens: Arc<Tokens>) -> Router {
+/// The `[dashboard]` settings.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DashboardSettings {
+    /// The session cookie is `Secure` (sent back only over HTTPS, or to a loopback address):
+    /// right behind a TLS-terminating proxy. `false` only for plain HTTP on a trusted network.
+    pub cookie_secure: bool,
+}
+
+impl Default for DashboardSettings {
+    fn default() -> Self {
+        Self {
+            cookie_secure: true,
+        }
+    }
+}
+
+/// Headers on every dashboard response: never cached, never framed, no referrer leaves it, no
+/// script runs (its pages have none; only their inline style is allowed).
+const SECURITY_HEADERS: [(&str, &str); 5] = [
+    ("cache-control", "no-store"),
+    (
+        "content-security-policy",
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    ("referrer-policy", "same-origin"),
+    ("x-content-type-options", "nosniff"),
+    ("x-frame-options", "DENY"),
+];
+
+pub fn router(
+    store: Store,
+    tokens: Arc<Tokens>,
+    guard: Arc<AuthGuard>,
+    settings: &DashboardSettings,
+) -> Router {
     let state = DashboardState {
         store,
         tokens,
         sessions: Sessions::default(),
+        guard,
+        cookie_secure: settings.cookie_secure,
     };
+    let headers = SECURITY_HEADERS.map(|(name, value)| {
+        SetResponseHeaderLayer::overriding(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        )
+    });
+    let [a, b, c, d, e] = headers;
     Router::new()
         .route("/dashboard", get(overview))
         .route("/dashboard/login", get(login_page).post(login))
@@ -56,6 +104,11 @@ pub fn router(store: Store, tokens: Arc<Tokens>) -> Router {
         .route("/dashboard/payouts", get(payouts))
         .route("/dashboard/payouts/{id}", get(payout))
         .with_state(state)
+        .layer(a)
+        .layer(b)
+        .layer(c)
+        .layer(d)
+        .layer(e)
 }
 
 /// A page that could not be shown.
@@ -119,15 +172,48 @@ fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
     }
 }
 
-async fn login_page() -> Markup {
-    login_form(None)
+async fn login_page(State(state): State<DashboardState>, headers: HeaderMap) -> Markup {
+    login_form(None, cookie_dropped(&state, &headers))
 }
 
-fn login_form(error: Option<&str>) -> Markup {
+/// Why the browser will drop a `Secure` session cookie on this request, if it will: the page was
+/// reached over plain HTTP (no proxy said `X-Forwarded-Proto: https`) at an address that is not
+/// loopback, where browsers send `Secure` cookies back only over HTTPS.
+fn cookie_dropped(state: &DashboardState, headers: &HeaderMap) -> Option<String> {
+    if !state.cookie_secure {
+        return None;
+    }
+    let https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|proto| proto.eq_ignore_ascii_case("https"));
+    let host = headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let name = host
+        .rsplit_once(':')
+        .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(host, |(name, _)| name);
+    let loopback = name == "localhost"
+        || name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    (!https && !loopback).then(|| {
+        format!(
+            "This page came over plain HTTP to {host}: your browser will not send the session cookie back (it is Secure), so logging in will lead back here. Reach the dashboard over HTTPS (a TLS-terminating proxy that sets X-Forwarded-Proto: https), or at a loopback address, or set dashboard.cookie_secure = false on a trusted network."
+        )
+    })
+}
+
+fn login_form(error: Option<&str>, warning: Option<String>) -> Markup {
     layout(
         "Log in",
         None,
         html! {
+            @if let Some(warning) = warning { p.alert id="cookie-warning" { (warning) } }
             @if let Some(error) = error { p.error { (error) } }
             form method="post" action="/dashboard/login" {
                 label { "Token " input type="password" name="token" autocomplete="off" autofocus; }
@@ -143,22 +229,55 @@ struct LoginForm {
     token: String,
 }
 
-async fn login(State(state): State<DashboardState>, Form(form): Form<LoginForm>) -> Response {
+async fn login(
+    State(state): State<DashboardState>,
+    Extension(ClientAddress(client)): Extension<ClientAddress>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let warning = cookie_dropped(&state, &headers);
+    if let Err(throttled) = state.guard.admit(client, "dashboard") {
+        return throttled_page(throttled, warning);
+    }
     match state.tokens.caller(form.token.trim()) {
         Some(caller) => {
+            tracing::info!(actor = %caller.name, role = caller.role.as_str(), client = %client, "dashboard login");
             let id = state.sessions.open(caller);
-            (
-                [(SET_COOKIE, session::cookie(&id))],
-                Redirect::to("/dashboard"),
-            )
-                .into_response()
+            let cookie = session::cookie(&id, state.cookie_secure);
+            match warning {
+                // Redirecting would only come back to the form without the cookie.
+                Some(warning) => (
+                    [(SET_COOKIE, cookie)],
+                    login_form(
+                        Some("Logged in, but this browser will not keep the session."),
+                        Some(warning),
+                    ),
+                )
+                    .into_response(),
+                None => ([(SET_COOKIE, cookie)], Redirect::to("/dashboard")).into_response(),
+            }
         }
-        None => (
-            StatusCode::UNAUTHORIZED,
-            login_form(Some("That token is not valid.")),
-        )
-            .into_response(),
+        None => match state.guard.failed(client, "dashboard") {
+            Ok(()) => (
+                StatusCode::UNAUTHORIZED,
+                login_form(Some("That token is not valid."), warning),
+            )
+                .into_response(),
+            Err(throttled) => throttled_page(throttled, warning),
+        },
     }
+}
+
+/// 429 with `Retry-After`: too many failed logins from this address.
+fn throttled_page(throttled: Throttled, warning: Option<String>) -> Response {
+    let secs = throttled.retry_after_secs();
+    let message = format!("Too many failed attempts from this address; try again in {secs} s.");
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(RETRY_AFTER, secs.to_string())],
+        login_form(Some(&message), warning),
+    )
+        .into_response()
 }
 
 #[derive(Debug, Deserialize)]
@@ -178,7 +297,7 @@ async fn logout(
     }
     state.sessions.close(&parts.0);
     (
-        [(SET_COOKIE, session::cleared_cookie())],
+        [(SET_COOKIE, session::cleared_cookie(state.cookie_secure))],
         Redirect::to("/dashboard/login"),
     )
         .into_response()
@@ -219,22 +338,29 @@ fn check_action(
     if needs_ops && !session.caller.role.may_act() {
         return Some(forbidden("This role may read but not act."));
     }
+    let host = headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
     let same_origin = headers
         .get(ORIGIN)
         .and_then(|o| o.to_str().ok())
-        .is_none_or(|origin| {
-            let host = headers
-                .get("host")
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or_default();
-            origin.ends_with(&format!("//{host}"))
-        });
+        .is_none_or(|origin| same_origin(origin, host));
     if !same_origin || csrf.len() != session.csrf.len() || csrf != session.csrf {
         return Some(forbidden(
             "The form is stale or did not come from this dashboard; reload the page.",
         ));
     }
     None
+}
+
+/// Whether `Origin` names exactly this host: `http://` or `https://`, then the `Host` header's
+/// value and nothing else (no path, no other port, no suffix trick like `evil.example/x.host`).
+fn same_origin(origin: &str, host: &str) -> bool {
+    let authority = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"));
+    !host.is_empty() && authority.is_some_and(|authority| authority.eq_ignore_ascii_case(host))
 }
 
 async fn overview(State(state): State<DashboardState>, Viewer(session): Viewer) -> Page {
@@ -643,4 +769,28 @@ async fn payout(
             }
         },
     ))
+}
+
+#[cfg(test)]
+mod origin_tests {
+    use super::same_origin;
+
+    #[test]
+    fn only_this_exact_host_is_the_same_origin() {
+        let host = "settle.example.com:8443";
+        assert!(same_origin("https://settle.example.com:8443", host));
+        assert!(same_origin("http://SETTLE.example.com:8443", host));
+        for other in [
+            "https://evil.example/settle.example.com:8443",
+            "https://evil.settle.example.com:8443",
+            "https://settle.example.com:8443.evil.example",
+            "https://settle.example.com",
+            "null",
+            "settle.example.com:8443",
+            "https://settle.example.com:8443/",
+        ] {
+            assert!(!same_origin(other, host), "{other}");
+        }
+        assert!(!same_origin("http://", ""));
+    }
 }

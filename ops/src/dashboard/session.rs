@@ -79,16 +79,20 @@ impl Sessions {
     }
 }
 
-/// The cookie that opens a session.
-pub(super) fn cookie(id: &str) -> String {
+/// The cookie that opens a session (`Secure` unless configured otherwise).
+pub(super) fn cookie(id: &str, secure: bool) -> String {
     format!(
-        "{COOKIE_NAME}={id}; Path=/dashboard; HttpOnly; Secure; SameSite=Strict; Max-Age={}",
+        "{COOKIE_NAME}={id}; Path=/dashboard; HttpOnly;{} SameSite=Strict; Max-Age={}",
+        if secure { " Secure;" } else { "" },
         LIFETIME.as_secs()
     )
 }
 
-pub(super) fn cleared_cookie() -> String {
-    format!("{COOKIE_NAME}=; Path=/dashboard; HttpOnly; Secure; SameSite=Strict; Max-Age=0")
+pub(super) fn cleared_cookie(secure: bool) -> String {
+    format!(
+        "{COOKIE_NAME}=; Path=/dashboard; HttpOnly;{} SameSite=Strict; Max-Age=0",
+        if secure { " Secure;" } else { "" }
+    )
 }
 
 pub(super) fn session_id(parts: &Parts) -> Option<String> {

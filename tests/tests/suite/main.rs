@@ -2,6 +2,7 @@
 
 mod conformance;
 mod dashboard;
+mod edge;
 mod embedded;
 mod finance;
 mod fleet;

@@ -53,7 +53,16 @@ async fn metrics_count_a_scripted_run() {
         "SELECT count(*) = 0 FROM apalis.jobs WHERE status IN ('Pending', 'Queued', 'Running')",
     )
     .await;
-    let after = scrape(&app).await;
+    // The store's gauges are read at most every few seconds, however often /metrics is
+    // scraped: wait for the read after the run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let after = loop {
+        let after = scrape(&app).await;
+        if after.get("settle_conflicts_open") == Some(&1) || std::time::Instant::now() > deadline {
+            break after;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
 
     let deliveries = |outcome: &str, reason: &str| {
         delta(
