@@ -7,6 +7,7 @@
 //! `CHAOS_SCALE=full` (see RELIABILITY.md); each writes what it measured to
 //! `target/chaos/<scenario>.json`.
 
+mod abusive;
 mod connections;
 mod hostile;
 mod kill;
