@@ -71,14 +71,26 @@ impl Browser {
         std::fs::write(self.shots.join(format!("{name}.png")), png).expect("save screenshot");
     }
 
+    /// The element's text, looked up again if the page replaced it between the lookup and the
+    /// read (a navigation still finishing).
     async fn text(&self, selector: &str) -> String {
-        self.client
-            .find(Locator::Css(selector))
-            .await
-            .expect(selector)
-            .text()
-            .await
-            .expect("text")
+        for _ in 0..20 {
+            let element = self
+                .client
+                .find(Locator::Css(selector))
+                .await
+                .expect(selector);
+            match element.text().await {
+                Ok(text) => return text,
+                Err(fantoccini::error::CmdError::Standard(error))
+                    if error.error == fantoccini::error::ErrorStatus::StaleElementReference =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(error) => panic!("text of {selector}: {error}"),
+            }
+        }
+        panic!("{selector} kept going stale")
     }
 
     async fn log_in(&self, app: &TestApp, token: &str) {
