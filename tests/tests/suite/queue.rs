@@ -178,3 +178,37 @@ async fn postings_never_scan_the_tables_a_drain_grows() {
         "sequential scans while posting the last 300: {scanned:?}"
     );
 }
+
+/// Provider budgets are shared by the worker processes alive: the store counts those of the
+/// queue seen within the window (at least one, the caller).
+#[tokio::test]
+async fn the_fleet_size_is_the_workers_seen_within_the_window() {
+    let db = TestDb::create().await;
+    let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    let window = std::time::Duration::from_secs(10);
+    assert_eq!(
+        store.live_workers(window).await.expect("count"),
+        1,
+        "none yet: the caller"
+    );
+    let pool = db.pool().await;
+    sqlx::raw_sql(
+        "INSERT INTO apalis.workers (id, worker_type, storage_name, last_seen) VALUES
+             ('a', 'settle::PostSettlement', 'PgStorage', now()),
+             ('b', 'settle::PostSettlement', 'PgStorage', now() - interval '2 seconds'),
+             ('c', 'settle::PostSettlement', 'PgStorage', now() - interval '1 minute'),
+             ('d', 'other::Queue', 'PgStorage', now())",
+    )
+    .execute(&pool)
+    .await
+    .expect("workers");
+    assert_eq!(
+        store.live_workers(window).await.expect("count"),
+        2,
+        "a and b: c's heartbeat lapsed, d is another queue's"
+    );
+    store.close().await;
+}
