@@ -93,6 +93,9 @@ pub enum Work {
         source: crate::ids::SourceName,
         trigger: crate::stripe::Trigger,
     },
+    /// The event's stored trigger cannot be read by this build: the job dead-letters it (and
+    /// only it).
+    Unreadable(String),
 }
 
 /// A call to a provider's API that failed, classified where it was born.
@@ -129,10 +132,14 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
+    /// A worker without the source's configuration may be one of a fleet whose others have
+    /// it: that is worth another attempt (elsewhere, or after a restart with the setting).
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            ProviderError::Unavailable { .. } | ProviderError::RateLimited { .. }
+            ProviderError::Unavailable { .. }
+                | ProviderError::RateLimited { .. }
+                | ProviderError::NotConfigured(_)
         )
     }
 

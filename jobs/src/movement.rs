@@ -115,6 +115,14 @@ pub struct MovementParts {
     pub reference: Option<Reference>,
     /// What the provider reported, kept with the entry.
     pub details: Value,
+    /// The provider's own name for the movement's category (Stripe's `reporting_category`):
+    /// fingerprinted instead of the kind and counter settle maps it to, so a change of that
+    /// mapping never makes a posted movement look different.
+    pub provider_category: String,
+    /// The key an earlier version of settle posted this movement's money under (from the
+    /// webhook's own object, before movements were fetched), if it could have: found posted,
+    /// the movement counts as posted and is not written again.
+    pub legacy_source_key: Option<String>,
 }
 
 /// A movement whose facts are consistent: the fee parts sum to the fee, the net is the amount
@@ -208,6 +216,10 @@ impl Movement {
         &self.parts.details
     }
 
+    pub fn legacy_source_key(&self) -> Option<&str> {
+        self.parts.legacy_source_key.as_deref()
+    }
+
     /// Moves no money at all: nothing to post.
     pub fn is_zero(&self) -> bool {
         self.parts.amount.is_zero() && self.parts.fee.is_zero()
@@ -225,8 +237,7 @@ impl MovementParts {
         let mut hasher = FieldHasher::new("settle.movement.v1");
         hasher.field("source_key", &self.source_key);
         hasher.field("id", self.id.as_str());
-        hasher.field("kind", self.kind.as_str());
-        hasher.field("counter", self.counter.as_str());
+        hasher.field("category", &self.provider_category);
         hasher.field("currency", self.currency.code());
         hasher.field("amount", &self.amount.to_string());
         hasher.field("fee", &self.fee.to_string());
@@ -293,6 +304,8 @@ mod tests {
             payout_id: None,
             reference: None,
             details: Value::Null,
+            provider_category: "charge".into(),
+            legacy_source_key: None,
         }
     }
 

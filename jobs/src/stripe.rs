@@ -14,6 +14,7 @@ use crate::ids::{MovementId, PayoutId, Reference, SourceName};
 use crate::minor_units::stripe_exponent;
 use crate::money::{Amount, Currency};
 use crate::movement::{Counter, Fee, FeeType, Movement, MovementError, MovementParts};
+use crate::posting;
 
 /// What a Stripe webhook names, kept as its event's facts. The job resolves it through the API:
 /// the balance transactions named by id are fetched, those embedded (a dispute's) are used as
@@ -255,6 +256,21 @@ pub fn movement(
             })?,
         _ => None,
     };
+    // An earlier settle posted a charge, refund, dispute or payout from the webhook's own
+    // object, under `{source}/{kind}/{object id}`.
+    let legacy_source_key = match (account, &reference, kind) {
+        (
+            None,
+            Some(object),
+            Kind::ChargeSettled
+            | Kind::RefundSettled
+            | Kind::Chargeback
+            | Kind::ChargebackReversed
+            | Kind::PayoutPaid
+            | Kind::PayoutFailed,
+        ) => Some(posting::source_key(source, kind, object.as_str())),
+        _ => None,
+    };
     Movement::new(MovementParts {
         source_key: source_key(source, account, &transaction.id),
         id,
@@ -269,6 +285,8 @@ pub fn movement(
         payout_id,
         reference,
         details: details(transaction, net),
+        provider_category: transaction.category().to_owned(),
+        legacy_source_key,
     })
 }
 

@@ -210,6 +210,7 @@ impl Runner {
                 self.chaos.before_posting(&self.store, job.event_id).await;
                 self.group.post(job, attempt).await
             }
+            Work::Unreadable(detail) => Err(PostError::CorruptEvent(detail)),
             Work::Resolve { source, trigger } => {
                 match resolve(&self.apis, &self.rules, &source, &trigger).await {
                     Ok(resolved) => {

@@ -303,24 +303,24 @@ impl Store {
 
     /// What each event's job must do, read from its stored facts: post what it carries, or
     /// resolve what its webhook names through the provider's API first. An event that does not
-    /// exist is `Post` (its posting reports it).
+    /// exist is `Post` (its posting reports it); one whose trigger cannot be read is
+    /// `Unreadable`, for its own job alone.
     pub async fn work(&self, events: &[EventId]) -> Result<Vec<Work>, StoreError> {
         let facts = on_backend!(self, store => store.facts_of(events).await)?;
-        events
+        Ok(events
             .iter()
             .map(|id| match facts.get(&id.get()) {
                 Some((source, Some(facts))) => match crate::stripe::Trigger::from_stored(facts) {
-                    Some(Ok(trigger)) => Ok(Work::Resolve {
-                        source: crate::ids::SourceName::parse(source)
-                            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                        trigger,
-                    }),
-                    Some(Err(error)) => Err(StoreError::Corrupt(error)),
-                    None => Ok(Work::Post),
+                    Some(Ok(trigger)) => match crate::ids::SourceName::parse(source) {
+                        Ok(source) => Work::Resolve { source, trigger },
+                        Err(error) => Work::Unreadable(error.to_string()),
+                    },
+                    Some(Err(error)) => Work::Unreadable(error),
+                    None => Work::Post,
                 },
-                _ => Ok(Work::Post),
+                _ => Work::Post,
             })
-            .collect()
+            .collect())
     }
 
     /// Posts what a job resolved its event to, in one transaction: each movement's entry by its

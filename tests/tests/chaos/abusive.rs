@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-use crate::{report, scale, verify, wait_ready};
+use crate::{report, scale, verify};
 
 /// The deadlines the scenario runs with: the product's header and body deadlines (10 s each),
 /// and a shutdown deadline short enough to wait for.
@@ -49,6 +49,23 @@ fn spawn_limited(
         .kill_on_drop(true)
         .spawn()
         .expect("prlimit settle serve")
+}
+
+/// Waits for `/readyz`; if the process exits or stays unready, fails with its log.
+async fn wait_started(base: &str, serve: &mut Child, scratch: &Scratch) {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = serve.try_wait() {
+            panic!("settle serve exited ({status}):\n{}", scratch.logs());
+        }
+        let ready = http.get(format!("{base}/readyz")).send().await;
+        if ready.is_ok_and(|r| r.status().is_success()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("settle serve never became ready:\n{}", scratch.logs());
 }
 
 /// `(peak RSS in KiB, open files)` of a process.
@@ -279,7 +296,7 @@ async fn abusive_clients_never_cost_a_delivery_and_every_deadline_holds() {
     let mut serve = spawn_limited(&scratch, &config, &db.url, &listen, files);
     let pid = serve.id().expect("pid");
     let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    wait_started(&base, &mut serve, &scratch).await;
     let (rss_before, files_before) = usage(pid);
 
     let provider = tokio::spawn(provider(

@@ -32,6 +32,7 @@ both_backends!(
     connected_accounts_and_the_other_mode_never_touch_the_platforms_books,
     transient_api_failures_retry_and_a_refused_key_dead_letters_once,
     inconsistent_facts_dead_letter_and_nothing_of_the_event_is_posted,
+    money_posted_before_movements_were_fetched_is_not_posted_again,
 );
 
 async fn app(backend: Backend) -> TestApp {
@@ -881,4 +882,136 @@ async fn one_transaction_reached_by_three_events_and_a_listing_at_once_posts_onc
         assert_eq!(reconciliation["status"], "matched", "{reconciliation}");
     }
     assert!(app.failed_invariants().await.is_empty());
+}
+
+/// A Stripe refund as the earlier adapter recorded it: the webhook's own facts, posted under
+/// `stripe/refund_settled/{refund}`.
+fn legacy_refund(external_id: &str, refund: &str, amount: &str) -> jobs::NewEvent {
+    let data = json!({"movement_id": refund, "occurred_at": "2026-11-30T11:59:00Z",
+                      "currency": "USD", "amount": amount, "fee": "0.00"});
+    let event = jobs::SettlementEvent::from_canonical(
+        jobs::Kind::RefundSettled,
+        data.as_object().expect("object"),
+    )
+    .expect("valid facts");
+    jobs::NewEvent {
+        source: jobs::SourceName::parse("stripe").expect("source"),
+        external_id: jobs::ExternalId::parse(external_id).expect("id"),
+        payload: data.to_string(),
+        content: jobs::Content::Valid(event),
+    }
+}
+
+async fn money_posted_before_movements_were_fetched_is_not_posted_again(backend: Backend) {
+    let app = app(backend).await;
+    app.store
+        .record(&[legacy_refund("evt_old", "re_old", "25.00")])
+        .await
+        .expect("recorded the earlier way");
+    app.wait_settled(30).await;
+    assert_eq!(app.count("journal_entries").await, 1);
+    let fake = &app.stripe;
+    let refund_txn = Txn {
+        id: "txn_re_old",
+        category: "refund",
+        transaction_type: "refund",
+        amount: -2_500,
+        fees: &[],
+        currency: "usd",
+        source: "re_old",
+        exchange_rate: None,
+    };
+    fake.add_transaction(None, refund_txn.value());
+    let payout_txn = Txn {
+        id: "txn_po_old",
+        category: "payout",
+        transaction_type: "payout",
+        amount: 2_500,
+        fees: &[],
+        currency: "usd",
+        source: "po_old",
+        exchange_rate: None,
+    };
+    fake.add_transaction(None, payout_txn.value());
+    fake.set_payout_listing(None, "po_old", &["txn_re_old", "txn_po_old"]);
+    // The same refund, now through its balance transaction, and in a payout's listing.
+    recorded(
+        &app,
+        &event(
+            "evt_new",
+            "refund.updated",
+            refund("re_old", "ch_old", "txn_re_old", None),
+        ),
+    )
+    .await;
+    let paid = payout("po_old", -2_500, "txn_po_old", None, true);
+    recorded(&app, &event("evt_po_old", "payout.paid", paid)).await;
+    app.wait_settled(30).await;
+    assert_eq!(
+        app.texts("SELECT source_key FROM journal_entries ORDER BY id")
+            .await,
+        [
+            "stripe/refund_settled/re_old",
+            "stripe/balance_transaction/txn_po_old"
+        ],
+        "the refund's money was not posted again"
+    );
+    assert_eq!(
+        app.scalar(
+            "SELECT count(*) FROM payout_items pi JOIN journal_entries je ON je.id = pi.entry_id
+                    WHERE je.source_key = 'stripe/refund_settled/re_old'"
+        )
+        .await,
+        1,
+        "the earlier entry is tied to the payout that paid it out"
+    );
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+/// An event whose stored trigger this build cannot read is dead-lettered by its own job; the
+/// jobs read beside it post.
+#[tokio::test]
+async fn an_unreadable_trigger_dead_letters_its_event_only() {
+    let app = app(Backend::Postgres).await;
+    app.exec(
+        "WITH e AS (
+             INSERT INTO settlement_events (source, external_id, status, kind, movement_id, fingerprint, facts, payload, job_id)
+             VALUES ('stripe', 'evt_future', 'recorded', 'charge.succeeded', 'ch_f', repeat('b', 64),
+                     '{\"stripe\": {\"event_type\": \"charge.succeeded\", \"object\": \"ch_f\", \"from_the_future\": 1}}',
+                     '{}', apalis.generate_ulid())
+             RETURNING id, job_id)
+         INSERT INTO apalis.jobs (id, job_type, job, status, attempts, max_attempts, run_at)
+         SELECT job_id, 'settle::PostSettlement', convert_to(json_build_object('event_id', id)::text, 'UTF8'),
+                'Pending', 0, 1000000, now() FROM e",
+    )
+    .await
+    .expect("an event a later build wrote");
+    for i in 0..5 {
+        let (ch, txn) = (format!("ch_ok{i}"), format!("txn_ok{i}"));
+        recorded(
+            &app,
+            &event(
+                &format!("evt_ok{i}"),
+                "charge.succeeded",
+                charge(&ch, Some(&txn), 1_000, "usd"),
+            ),
+        )
+        .await;
+    }
+    app.wait_settled(30).await;
+    assert_eq!(
+        app.event_state("evt_future").await,
+        ("abandoned".into(), Some("corrupt_event".into()))
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM settlement_events WHERE status = 'posted'")
+            .await,
+        5
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM job_attempts WHERE outcome = 'died'")
+            .await,
+        0,
+        "no other job lost an attempt"
+    );
 }

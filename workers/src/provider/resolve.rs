@@ -49,15 +49,16 @@ async fn fetch(
         named.push(api.balance_transaction(account, id).await?);
     }
     for embedded in &trigger.embedded {
-        named.push(
-            match serde_json::from_value::<BalanceTransaction>(embedded.clone()) {
-                Ok(complete) => complete,
-                Err(_) => {
-                    api.balance_transaction(account, &embedded_id(embedded)?)
-                        .await?
-                }
-            },
-        );
+        let complete = is_complete(embedded)
+            .then(|| serde_json::from_value::<BalanceTransaction>(embedded.clone()).ok())
+            .flatten();
+        named.push(match complete {
+            Some(complete) => complete,
+            None => {
+                api.balance_transaction(account, &embedded_id(embedded)?)
+                    .await?
+            }
+        });
     }
     // What the object names directly belongs to the object itself.
     for transaction in &named {
@@ -80,6 +81,28 @@ async fn fetch(
     let mut seen = HashSet::new();
     all.retain(|transaction| seen.insert(transaction.id.clone()));
     Ok(all)
+}
+
+/// Whether an embedded balance transaction carries every field a movement is built from (an
+/// object rendered at another API version, or shortened, is fetched instead).
+fn is_complete(embedded: &Value) -> bool {
+    const FIELDS: [&str; 10] = [
+        "id",
+        "amount",
+        "created",
+        "currency",
+        "fee",
+        "fee_details",
+        "net",
+        "reporting_category",
+        "source",
+        "type",
+    ];
+    embedded.as_object().is_some_and(|object| {
+        FIELDS
+            .iter()
+            .all(|f| object.get(*f).is_some_and(|v| !v.is_null()))
+    })
 }
 
 /// An embedded balance transaction's id (an embedded item may be an id or a partial object).

@@ -16,7 +16,9 @@ use super::jobs::{
 use crate::job::{AttemptOutcome, PostError, Posted};
 use crate::movement::MovementEntry;
 use crate::record::EventStatus;
-use crate::store::movements::{Existing, Plan, RACED, ResolvedPost, plan};
+use crate::store::movements::{
+    Existing, Plan, RACED, ResolvedPost, alias_legacy, lookup_keys, plan,
+};
 use crate::store::{STATEMENT_BYTES_MAX, StoreError, split_by_bytes};
 
 impl PgStore {
@@ -75,12 +77,9 @@ impl PgStore {
             .into_iter()
             .map(|row| (row.id, row))
             .collect();
-        let keys: Vec<&str> = posts
-            .iter()
-            .flat_map(|p| p.resolved.entries.iter())
-            .map(|e| e.movement.source_key())
-            .collect();
-        let existing = existing_entries(&mut tx, &keys).await?;
+        let keys = lookup_keys(posts);
+        let mut existing = existing_entries(&mut tx, &keys).await?;
+        alias_legacy(posts, &mut existing);
         let statuses: Vec<Option<(&str, &str, Option<&serde_json::Value>)>> = posts
             .iter()
             .map(|p| {
@@ -208,6 +207,10 @@ async fn insert_entries(
     conn: &mut PgConnection,
     to_write: &[(i64, &MovementEntry)],
 ) -> Result<HashMap<String, i64>, StoreError> {
+    // In key order, as every writer takes them: two groups sharing keys never wait on each
+    // other in a cycle.
+    let mut to_write = to_write.to_vec();
+    to_write.sort_by(|a, b| a.1.movement.source_key().cmp(b.1.movement.source_key()));
     let sizes: Vec<usize> = to_write.iter().map(|(_, e)| entry_bytes(e)).collect();
     let mut written = HashMap::with_capacity(to_write.len());
     for run in split_by_bytes(&sizes, STATEMENT_BYTES_MAX) {
@@ -384,6 +387,20 @@ async fn finish_postings(
         attempts.push(post.attempt as i32);
     }
     if !tie_entries.is_empty() {
+        // In entry order, for the same reason as the entries' keys.
+        let mut ties: Vec<(i64, &str, &str, i64)> = tie_entries
+            .iter()
+            .zip(&tie_sources)
+            .zip(&tie_payouts)
+            .zip(&tie_events)
+            .map(|(((e, s), p), v)| (*e, *s, *p, *v))
+            .collect();
+        ties.sort_unstable_by_key(|t| t.0);
+        ties.dedup_by_key(|t| t.0);
+        tie_entries = ties.iter().map(|t| t.0).collect();
+        tie_sources = ties.iter().map(|t| t.1).collect();
+        tie_payouts = ties.iter().map(|t| t.2).collect();
+        tie_events = ties.iter().map(|t| t.3).collect();
         let mismatched: i64 = sqlx::query_scalar(
             "WITH tied AS (
                  INSERT INTO payout_items (entry_id, source, payout_id, event_id)

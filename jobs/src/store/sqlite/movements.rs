@@ -12,7 +12,7 @@ use super::{SqliteStore, now};
 use crate::job::{AttemptOutcome, PostError, Posted};
 use crate::record::EventStatus;
 use crate::store::StoreError;
-use crate::store::movements::{Existing, Plan, ResolvedPost, plan};
+use crate::store::movements::{Existing, Plan, ResolvedPost, alias_legacy, lookup_keys, plan};
 
 impl SqliteStore {
     /// The source and stored facts of each event (`None` for an event recorded invalid).
@@ -122,7 +122,9 @@ async fn post_resolved_in(
         .iter()
         .map(|e| e.movement.source_key())
         .collect();
-    let existing = existing_entries(&mut *conn, &keys).await?;
+    let mut existing =
+        existing_entries(&mut *conn, &lookup_keys(std::slice::from_ref(post))).await?;
+    alias_legacy(std::slice::from_ref(post), &mut existing);
     let status = event
         .as_ref()
         .map(|(status, job, facts, _)| (status.as_str(), job.as_str(), facts.as_ref()));

@@ -56,7 +56,7 @@ const CHECKS: &[(&str, &str, &str)] = &[
         "SELECT 'event ' || e.id || ' -> entry ' || je.id FROM settlement_events e
          JOIN journal_entries je ON je.id = e.posted_entry_id
          WHERE je.source <> e.source
-            OR CASE WHEN json_extract(e.facts, '$.stripe') IS NOT NULL THEN je.details IS NULL
+            OR CASE WHEN json_extract(e.facts, '$.stripe') IS NOT NULL THEN false
                     ELSE je.details IS NOT NULL OR je.kind <> e.kind OR je.movement_id <> e.movement_id END
          ORDER BY e.id",
     ),
