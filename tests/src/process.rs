@@ -61,10 +61,16 @@ pub fn settle_binary() -> &'static Path {
     })
 }
 
-/// `settle` as a child process. The harness' own variables (`SETTLE_TEST_*`) are not passed on:
-/// settle reads every `SETTLE_*` variable as configuration and refuses unknown ones.
+/// `settle` as a child process; see [`command_without_harness_env`].
 pub fn settle_command() -> Command {
-    let mut command = Command::new(settle_binary());
+    command_without_harness_env(settle_binary())
+}
+
+/// A child process (settle itself, or a wrapper that runs it) without the harness' own variables
+/// (`SETTLE_TEST_*`): settle reads every `SETTLE_*` variable as configuration and refuses unknown
+/// ones.
+pub fn command_without_harness_env(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new(program);
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("SETTLE_TEST_") {
             command.env_remove(name);

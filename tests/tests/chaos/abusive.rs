@@ -13,11 +13,11 @@ use futures::future::join_all;
 use serde_json::json;
 use tests::TestDb;
 use tests::app::{AppOptions, FAST_WORKERS, STANDARD_SECRET, charge, config_toml};
-use tests::process::{Scratch, free_port, settle_binary};
+use tests::process::{Scratch, command_without_harness_env, free_port, settle_binary};
 use tests::sign::{now, standard_headers};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use crate::{report, scale, verify};
 
@@ -35,7 +35,7 @@ fn spawn_limited(
     files: u64,
 ) -> Child {
     let log = std::fs::File::create(scratch.dir.join("serve.log")).expect("log");
-    Command::new("prlimit")
+    command_without_harness_env("prlimit")
         .arg(format!("--nofile={files}:{files}"))
         .arg(settle_binary())
         .arg("--config")
