@@ -14,11 +14,11 @@ use std::sync::Arc;
 use jobs::group::Grouper;
 use jobs::store::{STATEMENT_BYTES_MAX, split_by_bytes};
 use jobs::{EventId, NewEvent, Recorded, Store, StoreError};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 /// The `[ingress]` settings. Every limit carries its unit in its name.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct IngressSettings {
     /// At most this many concurrent deliveries share one recording commit; 1 gives every

@@ -5,7 +5,7 @@ use std::fmt;
 
 use base64::Engine;
 use jobs::SourceName;
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A secret as configured (`whsec_...`, an Adyen HMAC key). Its Debug and Display never print it.
 #[derive(Clone, PartialEq, Eq)]
@@ -28,6 +28,13 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Serialized as `<redacted>`: a configuration printed back never shows a secret.
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str("<redacted>")
+    }
+}
+
 impl<'de> Deserialize<'de> for Secret {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(Secret)
@@ -35,7 +42,7 @@ impl<'de> Deserialize<'de> for Secret {
 }
 
 /// Which provider's signing scheme and payload shape a source speaks.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
     /// The canonical settlement schema, signed with Standard Webhooks (Svix-compatible).
@@ -103,7 +110,7 @@ pub struct StripeRules {
 }
 
 /// What a Stripe source does with events of connected accounts (`event.account`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Connect {
     /// Acknowledged and counted, never recorded: a connected account's money is not the

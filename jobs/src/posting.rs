@@ -25,7 +25,7 @@ pub struct Accounts {
 }
 
 /// Account overrides as configured; unset names keep their defaults.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccountOverrides {
     pub balance: Option<String>,

@@ -47,6 +47,8 @@ pub struct App {
     router: Router,
     workers: Option<Workers>,
     http: HttpSettings,
+    /// What this role serves and where, logged once listening.
+    endpoints: Vec<(&'static str, String)>,
 }
 
 impl App {
@@ -101,6 +103,10 @@ impl App {
             });
             let dashboard =
                 crate::dashboard::router(store.clone(), tokens, guard, &config.dashboard);
+            router = router.route(
+                "/",
+                axum::routing::get(|| async { axum::response::Redirect::to("/dashboard") }),
+            );
             router = router.merge(api.merge(dashboard).layer(axum::middleware::from_fn(
                 move |request, next| request_deadline(timeout, request, next),
             )));
@@ -112,6 +118,7 @@ impl App {
             router,
             workers,
             http: config.http.clone(),
+            endpoints: endpoints(config, role),
         })
     }
 
@@ -141,10 +148,16 @@ impl App {
         });
         match self.listener {
             Some(listener) => {
-                tracing::info!(addr = %listener.local_addr()?, "listening");
+                let addr = listener.local_addr()?;
+                for (what, path) in self.endpoints {
+                    tracing::info!("{what:<9} http://{addr}{path}");
+                }
                 server::serve(listener, self.router, &self.http, shutdown.clone()).await;
             }
-            None => shutdown.cancelled().await,
+            None => {
+                tracing::info!("no HTTP in this role: it posts recorded events");
+                shutdown.cancelled().await
+            }
         }
         if let Some(workers) = workers {
             workers.await.context("worker task panicked")??;
@@ -153,6 +166,32 @@ impl App {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// What a role serves over HTTP, one line each: webhooks (with the configured sources), then the
+/// API and dashboard (`serve` only), metrics and health.
+fn endpoints(config: &Config, role: Role) -> Vec<(&'static str, String)> {
+    if !role.serves_http() {
+        return Vec::new();
+    }
+    let sources: Vec<String> = config.sources.iter().map(|s| s.name.to_string()).collect();
+    let mut endpoints = vec![(
+        "webhooks",
+        format!(
+            "/webhooks/<source>  (sources: {})",
+            match sources.is_empty() {
+                true => "none configured".to_owned(),
+                false => sources.join(", "),
+            }
+        ),
+    )];
+    if role == Role::Serve {
+        endpoints.push(("API", "/api".to_owned()));
+        endpoints.push(("dashboard", "/dashboard".to_owned()));
+    }
+    endpoints.push(("metrics", "/metrics".to_owned()));
+    endpoints.push(("health", "/healthz and /readyz".to_owned()));
+    endpoints
 }
 
 /// An API or dashboard request gets `timeout` in all; past it, 408 with a typed body (and the

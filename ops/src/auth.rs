@@ -5,7 +5,7 @@ use sha2::{Digest, Sha256};
 
 use serde::Deserialize;
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Reads and acts (requeue, discard, resolve).
@@ -28,7 +28,7 @@ impl Role {
 }
 
 /// One configured token: `[[tokens]] name, role, token_sha256`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenConfig {
     pub name: String,

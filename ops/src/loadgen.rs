@@ -36,6 +36,7 @@ pub struct LoadOptions {
     /// The source name (`POST /webhooks/{source}`).
     #[arg(long, default_value = "std")]
     pub source: String,
+    /// How deliveries are shaped and signed: the source's provider.
     #[arg(long, value_enum, default_value = "standard")]
     pub provider: LoadProvider,
     /// The source's signing secret (`whsec_...`, or the Adyen HMAC key in hex).

@@ -6,11 +6,12 @@ use ops::cli::Cli;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    ops::telemetry::init();
     match cli.run().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!("{error:#}");
+            if ops::telemetry::logs_json() {
+                tracing::error!("{error:#}");
+            }
             eprintln!("settle: {error:#}");
             ExitCode::FAILURE
         }

@@ -26,7 +26,7 @@ use tower::ServiceExt;
 use tracing::{info, warn};
 
 /// The `[http]` settings. Every limit carries its unit in its name.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpSettings {
     /// A connection must send a whole request head within this long of waiting for one (also

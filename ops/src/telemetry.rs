@@ -1,39 +1,61 @@
-//! Logs: to stderr (stdout is for command output), human-readable on a terminal, JSON otherwise.
-//! `RUST_LOG` filters (default `info`). Nothing logs a payload, a secret or a token.
+//! Logs: to stderr (stdout is for command output), human-readable on a terminal and JSON
+//! otherwise unless `log.format` says which. `RUST_LOG` filters (default `info`). Nothing logs a
+//! payload, a secret or a token.
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing_subscriber::EnvFilter;
 
-pub fn init() {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let result = if std::io::stderr().is_terminal() {
-        builder.try_init()
-    } else {
-        builder.json().flatten_event(true).try_init()
-    };
-    // Already initialised (tests start several apps in one process): keep the first.
-    drop(result);
+use crate::config::LogFormat;
+
+static JSON: AtomicBool = AtomicBool::new(false);
+
+fn filter() -> EnvFilter {
+    EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"))
 }
 
-/// JSON logs appended to `path` instead of stderr (for test runs whose logs are checked).
-pub fn init_to_file(path: &std::path::Path) -> std::io::Result<()> {
+/// Logs to stderr in `format` (`auto`: text on a terminal, JSON otherwise).
+pub fn init(format: LogFormat) {
+    let json = match format {
+        LogFormat::Auto => !std::io::stderr().is_terminal(),
+        LogFormat::Json => true,
+        LogFormat::Text => false,
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter())
+        .with_writer(std::io::stderr);
+    let result = match json {
+        true => builder.json().flatten_event(true).try_init(),
+        false => builder.try_init(),
+    };
+    // Already initialised (tests start several apps in one process): keep the first.
+    if result.is_ok() {
+        JSON.store(json, Ordering::Relaxed);
+    }
+}
+
+/// Whether this process logs JSON to stderr (a command's failure is then logged as well as
+/// printed).
+pub fn logs_json() -> bool {
+    JSON.load(Ordering::Relaxed)
+}
+
+/// Logs appended to `path` instead of stderr: JSON for test runs whose logs are checked, text
+/// for a person (the demo's log).
+pub fn init_to_file(path: &std::path::Path, format: LogFormat) -> std::io::Result<()> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)?;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"));
-    let result = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::sync::Mutex::new(file))
-        .json()
-        .flatten_event(true)
-        .try_init();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter())
+        .with_writer(std::sync::Mutex::new(file));
+    let result = match format {
+        LogFormat::Text => builder.with_ansi(false).try_init(),
+        LogFormat::Auto | LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
     drop(result);
     Ok(())
 }

@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+use ops::config::LogFormat;
+
 /// Where this run's logs are collected, if anywhere.
 pub fn dir() -> Option<PathBuf> {
     std::env::var_os("SETTLE_TEST_LOG_DIR")
@@ -17,11 +19,11 @@ pub fn init() {
     match dir() {
         Some(dir) => {
             let file = dir.join(format!("in-process-{}.log", std::process::id()));
-            if ops::telemetry::init_to_file(&file).is_err() {
-                ops::telemetry::init();
+            if ops::telemetry::init_to_file(&file, LogFormat::Json).is_err() {
+                ops::telemetry::init(LogFormat::Auto);
             }
         }
-        None => ops::telemetry::init(),
+        None => ops::telemetry::init(LogFormat::Auto),
     }
 }
 

@@ -1,8 +1,8 @@
 //! The `[workers]` settings. Every limit carries its unit in its name.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerSettings {
     /// Jobs in flight at once in this process.

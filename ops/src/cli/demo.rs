@@ -2,7 +2,9 @@
 //! sends signed deliveries the way Stripe, Adyen and a Standard Webhooks sender would (normal
 //! events, redeliveries, a reformatted redelivery, a conflicting one, a payout that fails after
 //! being paid, an invalid event, an event whose job keeps failing), waits for the workers, and
-//! shows what happened. It exits 0 only if the outcome is the one the scenario expects.
+//! shows what happened. It exits 0 only if the outcome is the one the scenario expects. Its
+//! logs go to a file in its directory, so the terminal tells the story only; with
+//! `--keep-running` its server stays up afterwards, with a token to open its dashboard.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::table::{self, or_dash};
 use crate::app::{App, Role};
-use crate::config::Config;
+use crate::config::{Config, LogFormat};
 use crate::fake_stripe::{FakeStripe, fixture};
 use crate::sign;
 
@@ -186,7 +188,7 @@ fn stock_fake_stripe(fake: &FakeStripe) {
     fake.set_payout_listing(None, STRIPE_PAYOUT, &ids);
 }
 
-pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
+pub async fn run(dir: Option<PathBuf>, keep_running: bool) -> anyhow::Result<()> {
     let scratch = match &dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!(
@@ -200,6 +202,11 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", database.display()));
     }
+    let log = scratch.join("settle.log");
+    let _ = std::fs::remove_file(&log);
+    crate::telemetry::init_to_file(&log, LogFormat::Text)
+        .with_context(|| format!("cannot write the log {}", log.display()))?;
+    let (token, token_sha256) = super::fresh_token();
     let standard_secret = format!(
         "whsec_{}",
         base64::engine::general_purpose::STANDARD.encode(random_bytes())
@@ -235,6 +242,10 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
         name = "adyen"
         provider = "adyen"
         secrets = ["{adyen_key}"]
+        [[tokens]]
+        name = "demo"
+        role = "ops"
+        token_sha256 = "{token_sha256}"
         "#,
         db = database.display(),
         stripe_api = fake_stripe.url(),
@@ -243,6 +254,7 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
         "settle demo: a fresh embedded database at {}",
         database.display()
     );
+    println!("             settle's log goes to {}", log.display());
     println!(
         "             Stripe's API is a fake in this process at {} (the demo runs offline)",
         fake_stripe.url()
@@ -250,6 +262,7 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
     let app = App::build(&config, Role::Serve).await?;
     let store = app.store().clone();
     let base = format!("http://{}", app.local_addr()?);
+    let dashboard = format!("{base}/dashboard");
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(app.run(shutdown.clone()));
     let sender = Sender {
@@ -264,13 +277,28 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
     send_scenario(&sender, &mut tally).await?;
     wait_for_workers(&store).await?;
     let outcome = report(&store, &tally).await;
+    if outcome.is_ok() {
+        println!(
+            "\nthe database and the log stay in {}; to read them again:\n  \
+             DATABASE_URL=sqlite://{} settle journal list",
+            scratch.display(),
+            database.display()
+        );
+        match keep_running {
+            true => {
+                println!(
+                    "\nthe demo's server keeps running (Ctrl-C stops it):\n  \
+                     dashboard  {dashboard}\n  \
+                     log in with the token  {token}"
+                );
+                super::stop_on_signal(shutdown.clone()).await;
+            }
+            false => println!("\nto look around in the dashboard: settle demo --keep-running"),
+        }
+    }
     shutdown.cancel();
     running.await.context("settle stopped abnormally")??;
-    outcome?;
-    if dir.is_none() {
-        let _ = std::fs::remove_dir_all(&scratch);
-    }
-    Ok(())
+    outcome
 }
 
 async fn send_scenario(s: &Sender, tally: &mut Tally) -> anyhow::Result<()> {
@@ -496,9 +524,11 @@ async fn report(store: &jobs::Store, tally: &Tally) -> anyhow::Result<()> {
         dead.items.len()
     );
 
-    println!("\njournal");
+    println!("\njournal, in entry order");
+    let mut entries: Vec<_> = journal.items.iter().collect();
+    entries.sort_by_key(|entry| entry.id);
     let mut rows = Vec::new();
-    for entry in &journal.items {
+    for entry in entries {
         for line in &entry.lines {
             let first = line.line_no == 1;
             rows.push(vec![

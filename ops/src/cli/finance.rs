@@ -23,8 +23,10 @@ pub enum JournalCommand {
         /// Continue after this cursor (printed at the end of the previous page).
         #[arg(long)]
         cursor: Option<String>,
+        /// At most this many entries on a page.
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// Machine-readable output (JSON) on stdout.
         #[arg(long)]
         json: bool,
     },
@@ -38,16 +40,22 @@ pub struct JournalArgs {
     /// Effective date on or before (YYYY-MM-DD).
     #[arg(long)]
     to: Option<NaiveDate>,
+    /// Only entries with a line on this account (e.g. sales, std:balance).
     #[arg(long)]
     account: Option<String>,
+    /// Only entries in this currency (ISO 4217, e.g. USD).
     #[arg(long)]
     currency: Option<String>,
+    /// Only entries of this source (its configured name).
     #[arg(long)]
     source: Option<String>,
+    /// Only entries of this kind (e.g. charge, refund, payout).
     #[arg(long)]
     kind: Option<String>,
+    /// Only entries with this reference (an order number, say).
     #[arg(long)]
     reference: Option<String>,
+    /// Only entries tied to this payout.
     #[arg(long)]
     payout_id: Option<String>,
 }
@@ -71,12 +79,15 @@ impl JournalArgs {
 pub enum ReconcileCommand {
     /// One payout beside the items it paid out.
     Payout {
+        /// The payout's id at its provider (e.g. po_...).
         id: String,
+        /// Machine-readable output (JSON) on stdout.
         #[arg(long)]
         json: bool,
     },
     /// Every payout with its status (matched, unmatched, missing_payout, missing_items, reversed).
     Payouts {
+        /// Machine-readable output (JSON) on stdout.
         #[arg(long)]
         json: bool,
     },

@@ -1,15 +1,17 @@
-//! The `settle` command line (DESIGN §7).
+//! The `settle` command line: every command and flag with its help, the main ones with an
+//! example; shell completions and a man page generated from the same definitions.
 
 mod demo;
 mod finance;
 mod review;
 mod table;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use anyhow::Context;
-use clap::{Parser, Subcommand};
+use anyhow::{Context, bail};
+use clap::{CommandFactory, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, Role};
@@ -19,7 +21,17 @@ use crate::config::Config;
 #[command(
     name = "settle",
     version,
-    about = "Settlement webhooks in, balanced journal entries out."
+    about = "Settlement webhooks in, balanced journal entries out.",
+    long_about = "Settlement webhooks in, balanced journal entries out.\n\n\
+        settle receives payment providers' settlement webhooks, records each event exactly once \
+        by its natural key, and posts it as an immutable, balanced double-entry journal entry.",
+    after_help = "Examples:\n  \
+        settle demo                          a whole run on a throwaway embedded database\n  \
+        settle serve --config settle.toml    everything in one process (SQLite by default)\n  \
+        settle config check                  validate the file and environment, print the result\n  \
+        settle dead-letters list             what needs a person\n\n\
+        Configuration: --config FILE, else $SETTLE_CONFIG, else ./settle.toml when present; \
+        then SETTLE_* variables (SETTLE_WORKERS__CONCURRENCY=64) and DATABASE_URL."
 )]
 pub struct Cli {
     /// Configuration file (default: $SETTLE_CONFIG, else ./settle.toml when present).
@@ -31,17 +43,27 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Ingress, workers and the ops API in one process.
+    /// Ingress, workers, the ops/finance API, the dashboard and metrics in one process.
+    #[command(after_help = "Example:\n  \
+        DATABASE_URL=sqlite://settle.db settle serve --config settle.toml\n\n\
+        Webhooks at /webhooks/<source>, the dashboard at /dashboard, the API at /api, \
+        metrics at /metrics, health at /healthz and /readyz.")]
     Serve {
+        /// Address to listen on (default: `listen` of the configuration, 127.0.0.1:8080).
         #[arg(long, value_name = "ADDR")]
         listen: Option<SocketAddr>,
     },
-    /// The ingress role only (for a fleet on PostgreSQL).
+    /// The ingress role only: webhooks, health and metrics (a fleet member on PostgreSQL).
+    #[command(after_help = "Example:\n  \
+        DATABASE_URL=postgres://settle@db/settle settle ingress --listen 0.0.0.0:8080")]
     Ingress {
+        /// Address to listen on (default: `listen` of the configuration, 127.0.0.1:8080).
         #[arg(long, value_name = "ADDR")]
         listen: Option<SocketAddr>,
     },
-    /// The worker role only (for a fleet on PostgreSQL).
+    /// The worker role only: posts recorded events; no HTTP (a fleet member on PostgreSQL).
+    #[command(after_help = "Example:\n  \
+        DATABASE_URL=postgres://settle@db/settle settle worker --concurrency 128")]
     Worker {
         /// Jobs in flight at once in this process (default: workers.concurrency).
         #[arg(long, value_name = "N")]
@@ -49,40 +71,63 @@ pub enum Command {
     },
     /// A realistic run on a fresh embedded database: signed deliveries from three providers,
     /// the workers, and a summary. Exits 0 only if the outcome is the expected one.
+    #[command(after_help = "Example:\n  \
+        settle demo --keep-running    then open the dashboard at the printed URL")]
     Demo {
-        /// Keep the database in this directory (default: a temporary one, removed after).
+        /// Keep the database and the log in this directory (default: a new one under the
+        /// system's temporary directory).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Afterwards, keep the demo's server running (with its dashboard) until Ctrl-C.
+        #[arg(long)]
+        keep_running: bool,
     },
     /// Send signed deliveries at a concurrency and rate; report throughput, latency and answers.
+    #[command(after_help = "Example:\n  \
+        settle loadgen --url http://127.0.0.1:8080 --source std --secret \"$SECRET\" --count 20000")]
     Loadgen {
         #[command(flatten)]
         load: crate::loadgen::LoadOptions,
         /// Afterwards, check the store (DATABASE_URL) holds exactly the run's events.
         #[arg(long)]
         verify: bool,
+        /// The report as JSON on stdout.
         #[arg(long)]
         json: bool,
     },
     /// Apply settle's and the job queue's migrations, then exit.
+    #[command(after_help = "Example:\n  \
+        DATABASE_URL=postgres://settle@db/settle settle migrate")]
     Migrate,
     /// Drain the dead letter: list, show, requeue, discard.
-    #[command(name = "dead-letters")]
+    #[command(
+        name = "dead-letters",
+        after_help = "Examples:\n  \
+        settle dead-letters list --error-code invalid_facts\n  \
+        settle dead-letters requeue 12 --reason \"fixed the account mapping\"\n  \
+        settle dead-letters discard --source std --error-code invalid_facts --reason \"test events\" --dry-run"
+    )]
     DeadLetters {
         #[command(subcommand)]
         command: review::DeadLetterCommand,
     },
     /// Conflicting redeliveries: list, show, resolve.
+    #[command(after_help = "Example:\n  \
+        settle conflicts resolve 3 --reason \"provider confirmed the original\"")]
     Conflicts {
         #[command(subcommand)]
         command: review::ConflictCommand,
     },
     /// The journal: entries with their lines.
+    #[command(after_help = "Example:\n  \
+        settle journal list --from 2026-11-01 --to 2026-11-30 --account sales")]
     Journal {
         #[command(subcommand)]
         command: finance::JournalCommand,
     },
     /// Balances per account and currency.
+    #[command(after_help = "Example:\n  \
+        settle balances --as-of 2026-11-30")]
     Balances {
         /// As of this effective date (inclusive).
         #[arg(long, value_name = "DATE")]
@@ -90,20 +135,29 @@ pub enum Command {
         /// Only entries recorded by this time (RFC 3339), to reproduce an earlier report.
         #[arg(long, value_name = "TIME")]
         recorded_at: Option<String>,
+        /// Machine-readable output (JSON) on stdout.
         #[arg(long)]
         json: bool,
     },
     /// Payout reconciliation.
+    #[command(after_help = "Example:\n  \
+        settle reconcile payouts\n  \
+        settle reconcile payout po_1SetTL...")]
     Reconcile {
         #[command(subcommand)]
         command: finance::ReconcileCommand,
     },
     /// Export the journal for other tools.
+    #[command(after_help = "Example:\n  \
+        settle export --format beancount --from 2026-11-01 -o november.beancount")]
     Export {
+        /// The format to write.
         #[arg(long, value_enum)]
         format: crate::export::Format,
+        /// Entries effective on or after this date.
         #[arg(long, value_name = "DATE")]
         from: Option<chrono::NaiveDate>,
+        /// Entries effective on or before this date.
         #[arg(long, value_name = "DATE")]
         to: Option<chrono::NaiveDate>,
         /// Write here instead of stdout.
@@ -111,6 +165,8 @@ pub enum Command {
         output: Option<PathBuf>,
     },
     /// Check every invariant on the configured store; exits non-zero if any fails.
+    #[command(after_help = "Example:\n  \
+        DATABASE_URL=postgres://settle@db/settle settle verify")]
     Verify {
         /// Machine-readable output on stdout.
         #[arg(long)]
@@ -121,11 +177,46 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// The configuration: check it.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Exit 0 if a running settle answers its health check (for container health checks).
+    #[command(
+        after_help = "Example (a container's health check, no curl needed):\n  \
+        HEALTHCHECK CMD [\"settle\", \"healthcheck\"]"
+    )]
+    Healthcheck {
+        /// The URL to check (default: /healthz on the configured `listen` port, on loopback
+        /// when it listens on every address).
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Give up after this many seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 5)]
+        timeout_secs: u64,
+    },
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:\n  \
+        settle completions bash > /etc/bash_completion.d/settle\n  \
+        settle completions zsh > \"${fpath[1]}/_settle\"\n  \
+        settle completions fish > ~/.config/fish/completions/settle.fish")]
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print settle's man page (roff).
+    #[command(after_help = "Example:\n  \
+        settle man > /usr/local/share/man/man1/settle.1")]
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Print a fresh random token and the configuration lines that hold only its hash.
+    #[command(after_help = "Example:\n  \
+        settle token new --role ops --name alice")]
     New {
         /// ops (reads and acts) or finance (reads).
         #[arg(long, value_enum)]
@@ -136,6 +227,15 @@ pub enum TokenCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the file and the environment; print the resolved configuration with every
+    /// secret redacted. Exits non-zero, naming the key (and its line), if anything is wrong.
+    #[command(after_help = "Example:\n  \
+        SETTLE_CONFIG=/etc/settle/settle.toml settle config check")]
+    Check,
+}
+
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum TokenRole {
     Ops,
@@ -144,92 +244,179 @@ pub enum TokenRole {
 
 impl Cli {
     pub async fn run(self) -> anyhow::Result<()> {
-        if let Command::Token {
-            command: TokenCommand::New { role, name },
-        } = &self.command
-        {
-            print!("{}", new_token(*role, name)?);
-            return Ok(());
-        }
-        let mut config = Config::load(self.config.as_deref())?;
         match self.command {
-            Command::Serve { listen } => serve(config, listen, Role::Serve).await,
-            Command::Ingress { listen } => serve(config, listen, Role::Ingress).await,
-            Command::Worker { concurrency } => {
-                if let Some(concurrency) = concurrency {
-                    config.workers.concurrency = concurrency;
-                }
-                config.workers.validate().map_err(anyhow::Error::msg)?;
-                serve(config, None, Role::Worker).await
-            }
-            Command::Demo { dir } => demo::run(dir).await,
-            Command::Loadgen { load, verify, json } => {
-                crate::loadgen::command(load, verify.then(|| config.database_url.clone()), json)
-                    .await
-            }
-            Command::Migrate => {
-                let store = connect(&config).await?;
-                store.migrate().await.context("migration failed")?;
-                store.close().await;
-                println!("migrations applied");
+            Command::Token {
+                command: TokenCommand::New { role, name },
+            } => {
+                print!("{}", new_token(role, &name)?);
                 Ok(())
             }
-            Command::Verify { json } => crate::verify::run(&connect(&config).await?, json).await,
-            Command::Journal { command } => {
-                with_store(&config, |store| async move {
-                    finance::journal(&store, command).await
-                })
-                .await
+            Command::Completions { shell } => {
+                let mut command = Cli::command();
+                clap_complete::generate(shell, &mut command, "settle", &mut std::io::stdout());
+                Ok(())
             }
-            Command::Balances {
-                as_of,
-                recorded_at,
-                json,
-            } => {
-                with_store(&config, |store| async move {
-                    finance::balances(&store, as_of, recorded_at, json).await
-                })
-                .await
+            Command::Man => clap_mangen::Man::new(Cli::command())
+                .render(&mut std::io::stdout())
+                .context("cannot write the man page"),
+            Command::Demo { dir, keep_running } => demo::run(dir, keep_running).await,
+            Command::Config {
+                command: ConfigCommand::Check,
+            } => config_check(self.config.as_deref()),
+            command => {
+                let loaded = Config::load(self.config.as_deref())?;
+                let config = match &command {
+                    Command::Serve { .. } | Command::Ingress { .. } | Command::Worker { .. } => {
+                        loaded.strict()?
+                    }
+                    _ => loaded.lenient(),
+                };
+                crate::telemetry::init(config.log.format);
+                run_configured(command, config).await
             }
-            Command::Reconcile { command } => {
-                with_store(&config, |store| async move {
-                    finance::reconcile(&store, command).await
-                })
-                .await
-            }
-            Command::Export {
-                format,
-                from,
-                to,
-                output,
-            } => {
-                let rules = config.posting_rules();
-                with_store(&config, |store| async move {
-                    finance::export(&store, rules, format, from, to, output).await
-                })
-                .await
-            }
-            Command::DeadLetters { command } => {
-                with_store(&config, |store| async move {
-                    review::dead_letters(&store, command).await
-                })
-                .await
-            }
-            Command::Conflicts { command } => {
-                with_store(&config, |store| async move {
-                    review::conflicts(&store, command).await
-                })
-                .await
-            }
-            Command::Token { .. } => Ok(()),
         }
     }
+}
+
+async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<()> {
+    match command {
+        Command::Serve { listen } => serve(config, listen, Role::Serve).await,
+        Command::Ingress { listen } => serve(config, listen, Role::Ingress).await,
+        Command::Worker { concurrency } => {
+            if let Some(concurrency) = concurrency {
+                config.workers.concurrency = concurrency;
+            }
+            config.workers.validate().map_err(anyhow::Error::msg)?;
+            serve(config, None, Role::Worker).await
+        }
+        Command::Loadgen { load, verify, json } => {
+            crate::loadgen::command(load, verify.then(|| config.database_url.clone()), json).await
+        }
+        Command::Migrate => {
+            let store = connect(&config).await?;
+            store.migrate().await.context("migration failed")?;
+            store.close().await;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Healthcheck { url, timeout_secs } => {
+            healthcheck(
+                url.unwrap_or_else(|| health_url(config.listen)),
+                timeout_secs,
+            )
+            .await
+        }
+        Command::Verify { json } => {
+            with_store(&config, |store| async move {
+                crate::verify::run(&store, json).await
+            })
+            .await
+        }
+        Command::Journal { command } => {
+            with_store(&config, |store| async move {
+                finance::journal(&store, command).await
+            })
+            .await
+        }
+        Command::Balances {
+            as_of,
+            recorded_at,
+            json,
+        } => {
+            with_store(&config, |store| async move {
+                finance::balances(&store, as_of, recorded_at, json).await
+            })
+            .await
+        }
+        Command::Reconcile { command } => {
+            with_store(&config, |store| async move {
+                finance::reconcile(&store, command).await
+            })
+            .await
+        }
+        Command::Export {
+            format,
+            from,
+            to,
+            output,
+        } => {
+            let rules = config.posting_rules();
+            with_store(&config, |store| async move {
+                finance::export(&store, rules, format, from, to, output).await
+            })
+            .await
+        }
+        Command::DeadLetters { command } => {
+            with_store(&config, |store| async move {
+                review::dead_letters(&store, command).await
+            })
+            .await
+        }
+        Command::Conflicts { command } => {
+            with_store(&config, |store| async move {
+                review::conflicts(&store, command).await
+            })
+            .await
+        }
+        Command::Token { .. }
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Demo { .. }
+        | Command::Config { .. } => unreachable!("run without a configuration"),
+    }
+}
+
+/// `settle config check`: the file and the environment validated as `serve` would (unknown
+/// `SETTLE_*` variables refused, Stripe keys present), then the resolved configuration printed
+/// with every secret redacted.
+fn config_check(file: Option<&Path>) -> anyhow::Result<()> {
+    let loaded = Config::load(file)?;
+    let origin = match &loaded.file {
+        Some(file) => format!("{} and the environment", file.display()),
+        None => "defaults and the environment, no file".to_owned(),
+    };
+    let config = loaded.strict()?;
+    config.provider_apis()?;
+    print!(
+        "# settle's configuration as resolved from {origin}; secrets redacted\n{}",
+        config.to_redacted_toml()?
+    );
+    eprintln!("settle: configuration valid ({origin})");
+    Ok(())
+}
+
+/// Where a local health check looks: `/healthz` on the listen port, on loopback when settle
+/// listens on every address.
+fn health_url(listen: SocketAddr) -> String {
+    let ip = match listen.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("http://{}/healthz", SocketAddr::new(ip, listen.port()))
+}
+
+async fn healthcheck(url: String, timeout_secs: u64) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(timeout_secs.max(1)))
+        .build()
+        .context("cannot build an HTTP client")?;
+    let response = client
+        .get(&url)
+        .send()
+        .await
+        .with_context(|| format!("{url}: no answer"))?;
+    let status = response.status();
+    if !status.is_success() {
+        bail!("{url}: {status}");
+    }
+    println!("{url}: {status}");
+    Ok(())
 }
 
 /// A fresh token (32 random bytes, URL-safe base64) and the `[[tokens]]` lines holding only its
 /// SHA-256: the token is shown once and stored nowhere.
 fn new_token(role: TokenRole, name: &str) -> anyhow::Result<String> {
-    use base64::Engine;
     let name = name.trim();
     anyhow::ensure!(
         !name.is_empty() && !name.contains(['"', '\\', '\n']),
@@ -239,12 +426,7 @@ fn new_token(role: TokenRole, name: &str) -> anyhow::Result<String> {
         TokenRole::Ops => "ops",
         TokenRole::Finance => "finance",
     };
-    let bytes: [u8; 32] = rand::random();
-    let token = format!(
-        "stl_{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-    );
-    let hash = crate::auth::token_sha256(&token);
+    let (token, hash) = fresh_token();
     Ok(format!(
         "A new {role} token for {name}. Give it to {name}; it is shown only now:\n\n  {token}\n\n\
          Add these lines to settle.toml (they hold only its hash):\n\n\
@@ -252,13 +434,25 @@ fn new_token(role: TokenRole, name: &str) -> anyhow::Result<String> {
     ))
 }
 
-/// Runs a command with a store, and closes the store after.
+/// A fresh token (32 random bytes, URL-safe base64, `stl_` first) and its SHA-256 in hex.
+fn fresh_token() -> (String, String) {
+    use base64::Engine;
+    let bytes: [u8; 32] = rand::random();
+    let token = format!(
+        "stl_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    );
+    let hash = crate::auth::token_sha256(&token);
+    (token, hash)
+}
+
+/// Runs a command with an existing, migrated store, and closes the store after.
 async fn with_store<F, Fut>(config: &Config, command: F) -> anyhow::Result<()>
 where
     F: FnOnce(jobs::Store) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
-    let store = connect(config).await?;
+    let store = connect_existing(config).await?;
     let result = command(store.clone()).await;
     store.close().await;
     result
@@ -268,6 +462,38 @@ async fn connect(config: &Config) -> anyhow::Result<jobs::Store> {
     jobs::Store::connect(&config.database_url, &config.store_options())
         .await
         .context("cannot connect to the database")
+}
+
+/// A store that already exists and is migrated; anything else is said in one sentence, and an
+/// SQLite file that is not there is not created.
+async fn connect_existing(config: &Config) -> anyhow::Result<jobs::Store> {
+    let shown = crate::config::redact_url(&config.database_url);
+    if let Some(path) = sqlite_file(&config.database_url)
+        && !path.exists()
+    {
+        bail!(
+            "no settle store at {shown}: the file {} does not exist (`settle migrate` or `settle serve` creates it)",
+            path.display()
+        );
+    }
+    let store = connect(config).await?;
+    if let Err(error) = store.ready().await {
+        store.close().await;
+        bail!(
+            "the store at {shown} is not ready for settle ({error}); run `settle migrate` with this DATABASE_URL"
+        );
+    }
+    Ok(store)
+}
+
+/// The file of an SQLite URL (`sqlite://settle.db`, `sqlite:settle.db?mode=rwc`); none for an
+/// in-memory database or another backend.
+fn sqlite_file(url: &str) -> Option<PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or_default();
+    (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
 }
 
 async fn serve(mut config: Config, listen: Option<SocketAddr>, role: Role) -> anyhow::Result<()> {
@@ -340,6 +566,60 @@ mod tests {
             "fresh every time"
         );
         assert!(new_token(TokenRole::Ops, "a\"b").is_err());
+    }
+
+    #[test]
+    fn every_command_and_flag_says_what_it_is_for_and_the_main_ones_show_an_example() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path}: {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                let name = sub.get_name();
+                if name == "help" {
+                    continue;
+                }
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {name}"));
+                }
+                walk(sub, &format!("{path} {name}"), missing);
+            }
+        }
+        let command = Cli::command();
+        command.clone().debug_assert();
+        let mut missing = Vec::new();
+        walk(&command, "settle", &mut missing);
+        assert!(missing.is_empty(), "without help: {missing:?}");
+        for name in [
+            "serve",
+            "ingress",
+            "worker",
+            "demo",
+            "loadgen",
+            "migrate",
+            "dead-letters",
+            "journal",
+            "balances",
+            "reconcile",
+            "export",
+            "verify",
+            "healthcheck",
+            "completions",
+        ] {
+            let sub = command.find_subcommand(name).expect(name);
+            let example = sub.get_after_help().map(ToString::to_string);
+            assert!(
+                example.is_some_and(|text| text.contains(&format!("settle {name}"))
+                    || text.contains("settle\", \"healthcheck")),
+                "{name} shows an example"
+            );
+        }
     }
 
     fn toml_from<T: serde::de::DeserializeOwned>(text: &str) -> T {

@@ -20,17 +20,21 @@ pub enum DeadLetterCommand {
         state: String,
         #[command(flatten)]
         page: PageArgs,
+        /// Machine-readable output (JSON) on stdout.
         #[arg(long)]
         json: bool,
     },
     /// One dead letter: its event, error, every attempt, and the audit trail.
     Show {
+        /// The dead letter's id (as listed).
         id: i64,
+        /// Machine-readable output (JSON) on stdout.
         #[arg(long)]
         json: bool,
     },
     /// Give each event a fresh job with fresh attempts (by IDs, or every open one matching the filters).
     Requeue {
+        /// Dead letter ids; none with filters: every open one they match.
         ids: Vec<i64>,
         #[command(flatten)]
         filter: FilterArgs,
@@ -39,6 +43,7 @@ pub enum DeadLetterCommand {
     },
     /// Close each for good: its event never posts (a reason is required).
     Discard {
+        /// Dead letter ids; none with filters: every open one they match.
         ids: Vec<i64>,
         #[command(flatten)]
         filter: FilterArgs,
@@ -49,8 +54,10 @@ pub enum DeadLetterCommand {
 
 #[derive(Debug, Args)]
 pub struct FilterArgs {
+    /// Only this source's events (its configured name).
     #[arg(long)]
     source: Option<String>,
+    /// Only events of this kind (e.g. settlement.payout_failed, charge.succeeded).
     #[arg(long)]
     kind: Option<String>,
     /// permanent or exhausted.
@@ -108,6 +115,7 @@ pub struct PageArgs {
     /// Continue after this cursor (printed at the end of the previous page).
     #[arg(long)]
     cursor: Option<i64>,
+    /// At most this many on a page.
     #[arg(long, default_value_t = 50)]
     limit: u32,
 }
@@ -126,6 +134,7 @@ pub struct ActArgs {
     /// With filters: at most this many items.
     #[arg(long, default_value_t = 1000)]
     limit: u32,
+    /// Machine-readable output (JSON) on stdout.
     #[arg(long)]
     json: bool,
 }
@@ -139,22 +148,29 @@ pub enum ConflictCommand {
         state: String,
         #[command(flatten)]
         page: PageArgs,
+        /// Machine-readable output (JSON) on stdout.
         #[arg(long)]
         json: bool,
     },
     /// One conflict beside the original event.
     Show {
+        /// The conflict's id (as listed).
         id: i64,
+        /// Machine-readable output (JSON) on stdout.
         #[arg(long)]
         json: bool,
     },
     /// Acknowledge it (the original stays authoritative).
     Resolve {
+        /// The conflict's id (as listed).
         id: i64,
+        /// Why (recorded in the audit log).
         #[arg(long)]
         reason: String,
+        /// Who (recorded in the audit log); default: the OS user.
         #[arg(long)]
         actor: Option<String>,
+        /// Machine-readable output (JSON) on stdout.
         #[arg(long)]
         json: bool,
     },

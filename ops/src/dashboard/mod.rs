@@ -37,7 +37,7 @@ pub struct DashboardState {
 }
 
 /// The `[dashboard]` settings.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DashboardSettings {
     /// The session cookie is `Secure` (sent back only over HTTPS, or to a loopback address):

@@ -9,9 +9,12 @@ use tests::sign::{now, standard_headers};
 
 #[tokio::test]
 async fn settle_demo_ends_as_expected_and_starts_clean_each_time() {
+    let scratch = Scratch::new();
     for run in 1..=2 {
         let output = settle_command()
             .arg("demo")
+            .arg("--dir")
+            .arg(scratch.dir.join("demo"))
             .env_remove("DATABASE_URL")
             .output()
             .await
@@ -39,7 +42,105 @@ async fn settle_demo_ends_as_expected_and_starts_clean_each_time() {
             stdout.contains("Matched: payout 60.37 USD, 4 items"),
             "the Stripe payout reconciles from its listing: {stdout}"
         );
+        // The story only: no log line on the terminal, the log in a file whose path is printed.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !stdout.contains("timestamp") && !stdout.contains(" INFO ") && stderr.is_empty(),
+            "logs on the terminal:\n{stdout}\n{stderr}"
+        );
+        let log = stdout
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("settle's log goes to "))
+            .expect("the log's path is printed");
+        let log = std::fs::read_to_string(log.trim()).expect("the log file");
+        assert!(
+            log.contains("INFO") && log.contains("dashboard http://127.0.0.1:"),
+            "a human-readable log: {log}"
+        );
+        // The journal in entry order.
+        let journal = stdout
+            .split("journal, in entry order")
+            .nth(1)
+            .and_then(|rest| rest.split("\nbalances").next())
+            .expect("the journal");
+        let entries: Vec<i64> = journal
+            .lines()
+            .filter_map(|line| line.split_whitespace().next()?.parse().ok())
+            .collect();
+        assert_eq!(entries, (1..=11).collect::<Vec<i64>>(), "{journal}");
+        assert!(stdout.contains("settle demo --keep-running"));
     }
+}
+
+#[tokio::test]
+async fn the_demo_kept_running_opens_its_dashboard_with_the_printed_token() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let scratch = Scratch::new();
+    let mut demo = settle_command()
+        .args(["demo", "--keep-running", "--dir"])
+        .arg(scratch.dir.join("demo"))
+        .env_remove("DATABASE_URL")
+        // Settings the demo does not read cannot stop it.
+        .env("SETTLE_NOT_A_SETTING", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("settle demo --keep-running");
+    let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines();
+    let (mut dashboard, mut token) = (None, None);
+    let mut seen = String::new();
+    while let Ok(Ok(Some(line))) =
+        tokio::time::timeout(Duration::from_secs(120), lines.next_line()).await
+    {
+        seen.push_str(&line);
+        seen.push('\n');
+        let line = line.trim();
+        if let Some(url) = line.strip_prefix("dashboard  ") {
+            dashboard = Some(url.trim().to_owned());
+        }
+        if let Some(printed) = line.strip_prefix("log in with the token  ") {
+            token = Some(printed.trim().to_owned());
+            break;
+        }
+    }
+    let (dashboard, token) = match (dashboard, token) {
+        (Some(dashboard), Some(token)) => (dashboard, token),
+        _ => panic!("no dashboard and token printed:\n{seen}"),
+    };
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let login = http
+        .get(format!("{dashboard}/login"))
+        .send()
+        .await
+        .expect("the login page");
+    assert_eq!(login.status().as_u16(), 200);
+    let base = dashboard.trim_end_matches("/dashboard");
+    let journal = http
+        .get(format!("{base}/api/journal"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("the API");
+    assert_eq!(journal.status().as_u16(), 200, "the printed token opens it");
+    let body: serde_json::Value = journal.json().await.expect("json");
+    assert_eq!(body["items"].as_array().map(Vec::len), Some(11));
+
+    let pid = demo.id().expect("pid").to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = tokio::time::timeout(Duration::from_secs(30), demo.wait())
+        .await
+        .expect("the demo stops on SIGTERM")
+        .expect("exit status");
+    assert!(exit.success(), "{exit}");
 }
 
 #[tokio::test]

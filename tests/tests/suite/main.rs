@@ -1,7 +1,9 @@
 //! settle's integration suite: one test binary, modules by area.
 
+mod cli;
 mod conformance;
 mod dashboard;
+mod deploy;
 mod edge;
 mod embedded;
 mod finance;

@@ -131,6 +131,9 @@ async fn requeueing_an_item_whose_movement_was_posted_meanwhile_writes_no_second
     app.wait_settled(30).await;
     let dead = app.open_dead_letter("msg_failed_a").await;
     post_ok(&app, "msg_paid", &payout("payout_paid", "po_1")).await;
+    // The payout posted, so its failure's job has nothing to wait for: with only two attempts,
+    // a loaded machine could spend both before the payout's posting commits.
+    app.wait_settled(30).await;
     // Another event about the same failure posts the reversal first.
     post_ok(&app, "msg_failed_b", &payout("payout_failed", "po_1")).await;
     app.wait_settled(30).await;

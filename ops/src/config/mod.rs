@@ -1,5 +1,12 @@
 //! Configuration: typed, layered (defaults, then `settle.toml`, then `SETTLE_*` environment
-//! variables), validated at load. Secrets are wrapped so they cannot be printed.
+//! variables), validated at load. Secrets are wrapped so they cannot be printed; the resolved
+//! configuration serializes with every secret redacted (`settle config check`).
+
+mod env;
+mod errors;
+
+pub use env::UnknownVariable;
+pub use errors::redact_url;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,29 +17,70 @@ use figment::providers::{Env, Format, Toml};
 use ingress::{Connect, IngressSettings, Provider, Secret, Source, Sources, StripeRules};
 use jobs::posting::{AccountOverrides, Accounts};
 use jobs::{PostingRules, SourceName, StoreOptions};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use workers::{ApiKey, ProviderApis, StripeApiSettings, WorkerSettings};
 
 use crate::auth::{TokenConfig, Tokens};
 use crate::dashboard::DashboardSettings;
 use crate::server::HttpSettings;
 
+/// A loaded configuration, the file it came from, and the `SETTLE_*` variables that name no
+/// setting (left out of it).
+#[derive(Debug)]
+pub struct Loaded {
+    pub config: Config,
+    pub file: Option<PathBuf>,
+    pub unknown_variables: Vec<UnknownVariable>,
+}
+
+impl Loaded {
+    /// For the long-running roles (`serve`, `ingress`, `worker`): a variable that names no
+    /// setting refuses start-up, since a misspelt setting of a process that posts money must
+    /// not be silently ignored.
+    pub fn strict(self) -> anyhow::Result<Config> {
+        if self.unknown_variables.is_empty() {
+            return Ok(self.config);
+        }
+        let list: Vec<String> = self
+            .unknown_variables
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        bail!(
+            "invalid configuration: {} (remove it, or check it with `settle config check`)",
+            list.join("; ")
+        )
+    }
+
+    /// For every other command: a variable that names no setting is reported on stderr and
+    /// otherwise ignored.
+    pub fn lenient(self) -> Config {
+        for variable in &self.unknown_variables {
+            eprintln!("settle: warning: {variable}; ignored");
+        }
+        self.config
+    }
+}
+
 /// The embedded default database when `DATABASE_URL` is not set.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://settle.db";
 const DEFAULT_CONFIG_FILE: &str = "settle.toml";
 
 /// Everything settle can be told. Every limit carries its unit in its name.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
     /// `DATABASE_URL`: PostgreSQL (`postgres://...`) or SQLite (`sqlite://...`).
-    #[serde(default = "default_database_url")]
+    #[serde(
+        default = "default_database_url",
+        serialize_with = "errors::serialize_redacted_url"
+    )]
     pub database_url: String,
     /// `WORKER_DATABASE_URL`: a session-mode connection for workers, when `DATABASE_URL` goes
     /// through a transaction pooler.
-    #[serde(default)]
+    #[serde(default, serialize_with = "errors::serialize_redacted_url_option")]
     pub worker_database_url: Option<String>,
     #[serde(default = "default_body_bytes_max")]
     pub body_bytes_max: usize,
@@ -55,9 +103,28 @@ pub struct Config {
     /// Bearer tokens of the ops/finance API.
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
+    #[serde(default)]
+    pub log: LogConfig,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// The `[log]` settings.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+}
+
+/// How logs are written (to stderr): `auto` is human-readable on a terminal and JSON otherwise.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Auto,
+    Json,
+    Text,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatabaseConfig {
     #[serde(default = "default_connections_max")]
@@ -75,7 +142,7 @@ impl Default for DatabaseConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
     pub name: SourceName,
@@ -259,8 +326,9 @@ fn default_tolerance_secs() -> u64 {
 impl Config {
     /// Loads `file` (or `SETTLE_CONFIG`, or `./settle.toml` when present), then applies `SETTLE_*`
     /// overrides (nested keys with `__`, e.g. `SETTLE_DATABASE__CONNECTIONS_MAX=32`) and
-    /// `DATABASE_URL` / `WORKER_DATABASE_URL`.
-    pub fn load(file: Option<&Path>) -> anyhow::Result<Config> {
+    /// `DATABASE_URL` / `WORKER_DATABASE_URL`. A `SETTLE_*` variable that names no setting is
+    /// left out and returned beside the configuration; the caller decides what it means.
+    pub fn load(file: Option<&Path>) -> anyhow::Result<Loaded> {
         let file: Option<PathBuf> = match file {
             Some(path) => Some(path.to_owned()),
             None => std::env::var_os("SETTLE_CONFIG")
@@ -268,18 +336,31 @@ impl Config {
                 .or_else(|| Some(PathBuf::from(DEFAULT_CONFIG_FILE)).filter(|p| p.exists())),
         };
         let mut figment = Figment::new();
+        let mut text = None;
         if let Some(path) = &file {
-            if !path.exists() {
-                bail!("config file {} does not exist", path.display());
-            }
+            let read = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            text = Some(read);
             figment = figment.merge(Toml::file_exact(path));
         }
+        let unknown_variables = env::unknown_variables();
         let figment = figment
-            .merge(Env::prefixed("SETTLE_").ignore(&["CONFIG"]).split("__"))
+            .merge(env::provider(&unknown_variables))
             .merge(Env::raw().only(&["DATABASE_URL", "WORKER_DATABASE_URL"]));
-        let config: Config = figment.extract().context("invalid configuration")?;
+        let config: Config = figment
+            .extract()
+            .map_err(|error| errors::explain(error, file.as_deref().zip(text.as_deref())))?;
         config.validate()?;
-        Ok(config)
+        Ok(Loaded {
+            config,
+            file,
+            unknown_variables,
+        })
+    }
+
+    /// The configuration as a TOML document, every secret and database password redacted.
+    pub fn to_redacted_toml(&self) -> anyhow::Result<String> {
+        toml::to_string(self).context("cannot print the configuration")
     }
 
     /// Parses a TOML document with the same rules, without the environment (for tests and demos).

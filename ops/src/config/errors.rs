@@ -1,0 +1,176 @@
+//! Configuration errors that name the key and, for a file, its line; URLs with their password
+//! redacted for printing.
+
+use std::path::Path;
+
+use figment::error::Kind;
+use serde::Serializer;
+
+/// One sentence per error of `error`: where (the file and line, or the variable), which key,
+/// and what is wrong, with the closest known key for an unknown one.
+pub fn explain(error: figment::Error, file: Option<(&Path, &str)>) -> anyhow::Error {
+    let document = file.and_then(|(_, text)| toml_edit::ImDocument::parse(text).ok());
+    let sentences: Vec<String> = error
+        .into_iter()
+        .map(|error| {
+            let mut path = error.path.clone();
+            if let Kind::UnknownField(field, _) = &error.kind
+                && path.last() != Some(field)
+            {
+                path.push(field.clone());
+            }
+            let key = path.join(".");
+            let source = error.metadata.as_ref().and_then(|m| m.source.as_ref());
+            let from_file = source
+                .and_then(|source| source.file_path())
+                .zip(file)
+                .filter(|(path, (file, _))| same_file(path, file));
+            let place = match (from_file, &document) {
+                (Some((_, (file, text))), Some(document)) => match line_of(document, text, &path) {
+                    Some(line) => format!("{} line {line}: ", file.display()),
+                    None => format!("{}: ", file.display()),
+                },
+                _ => match &error.metadata {
+                    Some(metadata) if metadata.name.contains("environment") => {
+                        format!("environment variable {}: ", env_name(&path))
+                    }
+                    Some(metadata) => format!("{}: ", metadata.name),
+                    None => String::new(),
+                },
+            };
+            let what = match &error.kind {
+                Kind::UnknownField(field, expected) => {
+                    let mut what = format!("unknown key `{key}`");
+                    if let Some(close) = closest(field, expected) {
+                        what.push_str(&format!(" (did you mean `{close}`?)"));
+                    } else if !expected.is_empty() {
+                        what.push_str(&format!(" (expected one of: {})", expected.join(", ")));
+                    }
+                    what
+                }
+                kind if key.is_empty() => kind.to_string(),
+                kind => format!("`{key}`: {kind}"),
+            };
+            format!("{place}{what}")
+        })
+        .collect();
+    anyhow::anyhow!("invalid configuration: {}", sentences.join("; "))
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (a.canonicalize(), b.canonicalize()),
+            (Ok(a), Ok(b)) if a == b
+        )
+}
+
+fn env_name(path: &[String]) -> String {
+    match path {
+        [only] if only == "database_url" || only == "worker_database_url" => only.to_uppercase(),
+        _ => format!("SETTLE_{}", path.join("__").to_uppercase()),
+    }
+}
+
+fn closest(field: &str, expected: &[&str]) -> Option<String> {
+    expected
+        .iter()
+        .map(|candidate| (strsim::jaro_winkler(field, candidate), candidate))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| (*candidate).to_owned())
+}
+
+/// The 1-based line of the key at `path` in a parsed TOML document (a table of an array of
+/// tables by its index).
+fn line_of(document: &toml_edit::ImDocument<&str>, text: &str, path: &[String]) -> Option<usize> {
+    let mut table: &dyn toml_edit::TableLike = document.as_table();
+    let mut span = None;
+    let mut segments = path.iter();
+    while let Some(segment) = segments.next() {
+        let (key, item) = table.get_key_value(segment)?;
+        span = key.span().or(item.span()).or(span);
+        match item {
+            toml_edit::Item::ArrayOfTables(tables) => {
+                let Some(index) = segments.next() else { break };
+                let element = tables.get(index.parse().ok()?)?;
+                span = element.span().or(span);
+                table = element;
+            }
+            item => match item.as_table_like() {
+                Some(next) => table = next,
+                None => break,
+            },
+        }
+    }
+    let start = span?.start;
+    Some(text.get(..start)?.matches('\n').count() + 1)
+}
+
+/// Serializes a database URL with its password (in the user part or a `password=` parameter)
+/// replaced by `<redacted>`.
+pub fn serialize_redacted_url<S: Serializer>(url: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&redact_url(url))
+}
+
+pub fn serialize_redacted_url_option<S: Serializer>(
+    url: &Option<String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match url {
+        Some(url) => serializer.serialize_some(&redact_url(url)),
+        None => serializer.serialize_none(),
+    }
+}
+
+pub fn redact_url(url: &str) -> String {
+    let mut redacted = url.to_owned();
+    if let Some(scheme_end) = url.find("://") {
+        let rest = &url[scheme_end + 3..];
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            let start = scheme_end + 3 + colon + 1;
+            let end = scheme_end + 3 + at;
+            redacted.replace_range(start..end, "<redacted>");
+        }
+    }
+    if let Some(query) = redacted.find('?') {
+        let (base, params) = redacted.split_at(query + 1);
+        let params: Vec<String> = params
+            .split('&')
+            .map(|param| match param.split_once('=') {
+                Some((name, _)) if name.eq_ignore_ascii_case("password") => {
+                    format!("{name}=<redacted>")
+                }
+                _ => param.to_owned(),
+            })
+            .collect();
+        redacted = format!("{base}{}", params.join("&"));
+    }
+    redacted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        for (url, shown) in [
+            (
+                "postgres://settle:s3cret@db:5432/settle",
+                "postgres://settle:<redacted>@db:5432/settle",
+            ),
+            (
+                "postgres://db/settle?user=settle&password=s3cret&sslmode=require",
+                "postgres://db/settle?user=settle&password=<redacted>&sslmode=require",
+            ),
+            ("postgres://settle@db/settle", "postgres://settle@db/settle"),
+            ("sqlite://settle.db", "sqlite://settle.db"),
+        ] {
+            assert_eq!(redact_url(url), shown);
+        }
+    }
+}

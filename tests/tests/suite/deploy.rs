@@ -1,0 +1,181 @@
+//! The deployment files (`Dockerfile`, `deploy/`): what this machine can check without a
+//! container runtime. The compose file is validated by Compose itself, the systemd unit by
+//! `systemd-analyze verify`, and every `SETTLE_*` variable they set must be a setting settle
+//! knows (settle refuses to start with one it does not).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tests::process::{Scratch, settle_binary, settle_command};
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository")
+        .to_owned()
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(repository().join(path)).expect(path)
+}
+
+/// `docker compose` (v2) or `docker-compose` (v1), whichever answers.
+fn compose() -> Command {
+    let v2 = Command::new("docker")
+        .args(["compose", "version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if v2 {
+        let mut command = Command::new("docker");
+        command.arg("compose");
+        return command;
+    }
+    let v1 = Command::new("docker-compose")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        v1,
+        "Docker Compose is needed to validate deploy/compose.yaml (.ci/run installs docker-compose)"
+    );
+    Command::new("docker-compose")
+}
+
+/// The `SETTLE_*` names set in a file (`NAME: value`, `NAME=value`, `ENV NAME=value`).
+fn settle_variables(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("SETTLE_"))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn the_compose_file_is_valid_and_needs_the_webhook_secret() {
+    let file = repository().join("deploy/compose.yaml");
+    let output = compose()
+        .arg("-f")
+        .arg(&file)
+        .args(["config", "-q"])
+        .env(
+            "STD_WEBHOOK_SECRETS",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        )
+        .output()
+        .expect("compose config");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let output = compose()
+        .arg("-f")
+        .arg(&file)
+        .args(["config", "-q"])
+        .env_remove("STD_WEBHOOK_SECRETS")
+        .output()
+        .expect("compose config");
+    assert!(!output.status.success(), "the secret is required");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("STD_WEBHOOK_SECRETS"));
+
+    let text = read("deploy/compose.yaml");
+    for role in ["[\"migrate\"]", "[\"ingress\"]", "[\"worker\"]"] {
+        assert!(text.contains(role), "compose runs {role}");
+    }
+    assert!(text.contains("replicas: 2") && text.contains("ingress-2"));
+}
+
+#[tokio::test]
+async fn the_fleet_configuration_and_every_settle_variable_of_the_deployment_files_check() {
+    let mut variables = Vec::new();
+    for file in ["deploy/compose.yaml", "Dockerfile", "deploy/settle.service"] {
+        variables.extend(settle_variables(&read(file)));
+    }
+    variables.sort();
+    variables.dedup();
+    assert!(variables.contains(&"SETTLE_MIGRATE_ON_START".to_owned()));
+    let mut command = settle_command();
+    command
+        .arg("config")
+        .arg("check")
+        .env("SETTLE_CONFIG", repository().join("deploy/settle.toml"))
+        .env("DATABASE_URL", "postgres://settle:pw@postgres:5432/settle")
+        .env(
+            "STD_WEBHOOK_SECRETS",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        );
+    for name in &variables {
+        if name != "SETTLE_CONFIG" {
+            // Values of the right type for each: every one the files set is a flag, a format,
+            // an address or a file.
+            let value = match name.as_str() {
+                "SETTLE_MIGRATE_ON_START" => "false",
+                "SETTLE_LOG__FORMAT" => "json",
+                "SETTLE_LISTEN" => "0.0.0.0:8080",
+                other => panic!("{other}: give the test a value for it"),
+            };
+            command.env(name, value);
+        }
+    }
+    let output = command.output().await.expect("settle config check");
+    assert!(
+        output.status.success(),
+        "{variables:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let resolved = String::from_utf8_lossy(&output.stdout);
+    assert!(resolved.contains("name = \"std\"") && resolved.contains("migrate_on_start = false"));
+}
+
+#[test]
+fn the_systemd_unit_verifies() {
+    let scratch = Scratch::new();
+    // The unit as installed, with the binary where this build put it.
+    let unit = read("deploy/settle.service").replace(
+        "/usr/local/bin/settle",
+        settle_binary().to_str().expect("path"),
+    );
+    let path = scratch.write("settle.service", &unit);
+    let output = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze (.ci/run installs systemd when missing)");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(
+        said.trim().is_empty(),
+        "systemd-analyze found something to say: {said}"
+    );
+    for hardening in [
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "CapabilityBoundingSet=",
+        "SystemCallFilter=@system-service",
+        "User=settle",
+    ] {
+        assert!(unit.contains(hardening), "{hardening}");
+    }
+}
+
+#[test]
+fn the_image_runs_as_a_user_and_checks_its_health_without_a_shell() {
+    let dockerfile = read("Dockerfile");
+    let stages = dockerfile
+        .lines()
+        .filter(|l| l.starts_with("FROM "))
+        .count();
+    assert_eq!(stages, 2, "a build stage and a small runtime stage");
+    assert!(dockerfile.contains("CMD [\"/usr/local/bin/settle\", \"healthcheck\"]"));
+    let user = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("a USER");
+    assert!(
+        !user.starts_with("root") && !user.starts_with('0'),
+        "{user}"
+    );
+}
