@@ -9,7 +9,7 @@ use crate::fingerprint::{FieldHasher, Fingerprint};
 use crate::ids::{IdError, MovementId, PayoutId, Reference};
 use crate::money::{Amount, Currency, MoneyError};
 
-/// What kind of money movement an event describes (DESIGN §4).
+/// What kind of money movement an event describes (README.md, From event to journal entry).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
 pub enum Kind {
     ChargeSettled,
@@ -258,7 +258,7 @@ impl SettlementEvent {
         })
     }
 
-    /// Reads the canonical schema's `data` object (DESIGN §4) for `kind`. Amounts must be
+    /// Reads the canonical schema's `data` object (README.md, `standard`) for `kind`. Amounts must be
     /// decimal strings: a JSON number is refused, so no float ever comes near money.
     pub fn from_canonical(kind: Kind, data: &Map<String, Value>) -> Result<Self, FactsError> {
         let currency_text = required_text(data, "currency")?;

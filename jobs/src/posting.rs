@@ -1,4 +1,4 @@
-//! Posting rules (DESIGN §4): how a settlement event becomes a balanced journal entry. Pure
+//! Posting rules (README.md, From event to journal entry): how a settlement event becomes a balanced journal entry. Pure
 //! functions; the store runs them inside the posting transaction.
 
 use std::collections::{BTreeMap, HashMap};
@@ -12,7 +12,8 @@ use crate::ids::SourceName;
 use crate::money::{Amount, Currency};
 use crate::movement::{Counter, FeeType, Movement};
 
-/// The accounts one source posts to. Every name may be configured; the defaults are DESIGN §4's.
+/// The accounts one source posts to. Every name may be configured; the defaults are those of
+/// README.md, From event to journal entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Accounts {
     pub balance: String,

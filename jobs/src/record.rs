@@ -72,7 +72,7 @@ impl Recorded {
     }
 }
 
-/// An event's state (DESIGN §6): `recorded` -> `posted`; `recorded` -> `abandoned` (dead letter
+/// An event's state (ARCHITECTURE.md, State): `recorded` -> `posted`; `recorded` -> `abandoned` (dead letter
 /// open) -> `recorded` (requeued) or `discarded`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum EventStatus {

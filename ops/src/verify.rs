@@ -1,4 +1,4 @@
-//! `settle verify`: every invariant of DESIGN §9 on the configured store.
+//! `settle verify`: every invariant of ARCHITECTURE.md, Invariants, on the configured store.
 
 use anyhow::bail;
 use jobs::Store;

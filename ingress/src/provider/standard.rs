@@ -1,4 +1,4 @@
-//! `provider = "standard"`: the canonical settlement schema (DESIGN §4) signed with Standard
+//! `provider = "standard"`: the canonical settlement schema (README.md, `standard`) signed with Standard
 //! Webhooks: HMAC-SHA256 over `{id}.{timestamp}.{body}`, keyed with the base64 secret after
 //! `whsec_`, sent base64 as a space-separated list of `v1,<sig>`. `webhook-*` and Svix's
 //! `svix-*` headers are both accepted.

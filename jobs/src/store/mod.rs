@@ -547,7 +547,7 @@ impl Store {
         on_backend!(self, store => store.load_run_counts(source, prefix).await)
     }
 
-    /// Checks DESIGN §9's invariants against what is stored.
+    /// Checks the invariants (ARCHITECTURE.md, Invariants) against what is stored.
     pub async fn verify(&self) -> Result<Vec<Check>, StoreError> {
         on_backend!(self, store => store.verify().await)
     }

@@ -1,4 +1,4 @@
-//! The chaos suite: settle's guarantees (DESIGN §9) under faults, with the real binaries against
+//! The chaos suite: settle's guarantees (ARCHITECTURE.md, Invariants) under faults, with the real binaries against
 //! the real PostgreSQL. Every scenario is scripted and deterministic in what it sends (event ids
 //! and bodies are fixed; the fault schedule is fixed in time), and ends with `settle verify` and
 //! exact counts.

@@ -1,6 +1,6 @@
 //! The conformance suite: one test body, run against both backends (PostgreSQL and the embedded
-//! SQLite default). Every contract of DESIGN §2-§5 and §9 that does not depend on a backend's
-//! own machinery is here; assertions use SQL both backends speak.
+//! SQLite default). Every contract of the store (ARCHITECTURE.md, Invariants and State) that does
+//! not depend on a backend's own machinery is here; assertions use SQL both backends speak.
 
 use std::collections::BTreeSet;
 

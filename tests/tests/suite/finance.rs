@@ -44,7 +44,7 @@ impl Generated {
         canonical(self.kind, data)
     }
 
-    /// `(account, signed amount)` as DESIGN §4 posts it, written here independently of settle.
+    /// `(account, signed amount)` as README.md, From event to journal entry, posts it, written here independently of settle.
     fn lines(&self) -> Vec<(String, Decimal)> {
         let a = |field: &str| {
             self.major(

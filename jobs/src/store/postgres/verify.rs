@@ -1,4 +1,4 @@
-//! `settle verify`: DESIGN §9's invariants, checked against what is stored.
+//! `settle verify`: the invariants of ARCHITECTURE.md, Invariants, checked against what is stored.
 
 use super::PgStore;
 use crate::job::POST_SETTLEMENT_QUEUE;
