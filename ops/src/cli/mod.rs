@@ -398,6 +398,8 @@ fn health_url(listen: SocketAddr) -> String {
 
 async fn healthcheck(url: String, timeout_secs: u64) -> anyhow::Result<()> {
     let client = reqwest::Client::builder()
+        // A proxy from the environment (which a container may inherit) never sees a local check.
+        .no_proxy()
         .timeout(Duration::from_secs(timeout_secs.max(1)))
         .build()
         .context("cannot build an HTTP client")?;
@@ -486,14 +488,18 @@ async fn connect_existing(config: &Config) -> anyhow::Result<jobs::Store> {
     Ok(store)
 }
 
-/// The file of an SQLite URL (`sqlite://settle.db`, `sqlite:settle.db?mode=rwc`); none for an
-/// in-memory database or another backend.
+/// The file of an SQLite URL (`sqlite://settle.db`, `sqlite:settle.db?mode=rwc`, its path
+/// percent-decoded as sqlx reads it); none for an in-memory database or another backend.
 fn sqlite_file(url: &str) -> Option<PathBuf> {
     let rest = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))?;
-    let path = rest.split('?').next().unwrap_or_default();
-    (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let in_memory = path == ":memory:" || query.split('&').any(|p| p == "mode=memory");
+    let path = percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .ok()?;
+    (!path.is_empty() && !in_memory).then(|| PathBuf::from(path.as_ref()))
 }
 
 async fn serve(mut config: Config, listen: Option<SocketAddr>, role: Role) -> anyhow::Result<()> {
@@ -620,6 +626,32 @@ mod tests {
                 "{name} shows an example"
             );
         }
+    }
+
+    #[test]
+    fn sqlite_urls_name_their_file_as_sqlx_reads_them() {
+        for (url, file) in [
+            ("sqlite://settle.db", Some("settle.db")),
+            ("sqlite:settle.db?mode=rwc", Some("settle.db")),
+            (
+                "sqlite:///var/lib/settle/settle.db",
+                Some("/var/lib/settle/settle.db"),
+            ),
+            ("sqlite://my%20dir/x.db", Some("my dir/x.db")),
+            ("sqlite::memory:", None),
+            ("sqlite://x.db?mode=memory", None),
+            ("postgres://db/settle", None),
+        ] {
+            assert_eq!(sqlite_file(url), file.map(PathBuf::from), "{url}");
+        }
+        assert_eq!(
+            health_url("0.0.0.0:9000".parse().expect("addr")),
+            "http://127.0.0.1:9000/healthz"
+        );
+        assert_eq!(
+            health_url("[::]:9000".parse().expect("addr")),
+            "http://[::1]:9000/healthz"
+        );
     }
 
     fn toml_from<T: serde::de::DeserializeOwned>(text: &str) -> T {

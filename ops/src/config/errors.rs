@@ -32,7 +32,8 @@ pub fn explain(error: figment::Error, file: Option<(&Path, &str)>) -> anyhow::Er
                 },
                 _ => match &error.metadata {
                     Some(metadata) if metadata.name.contains("environment") => {
-                        format!("environment variable {}: ", env_name(&path))
+                        let prefixed = metadata.name.contains("SETTLE_");
+                        format!("environment variable {}: ", env_name(&path, prefixed))
                     }
                     Some(metadata) => format!("{}: ", metadata.name),
                     None => String::new(),
@@ -65,10 +66,12 @@ fn same_file(a: &Path, b: &Path) -> bool {
         )
 }
 
-fn env_name(path: &[String]) -> String {
-    match path {
-        [only] if only == "database_url" || only == "worker_database_url" => only.to_uppercase(),
-        _ => format!("SETTLE_{}", path.join("__").to_uppercase()),
+/// The variable a key came from: `SETTLE_` and its path, or (`DATABASE_URL`,
+/// `WORKER_DATABASE_URL`) its own name.
+fn env_name(path: &[String], prefixed: bool) -> String {
+    match prefixed {
+        true => format!("SETTLE_{}", path.join("__").to_uppercase()),
+        false => path.join("__").to_uppercase(),
     }
 }
 
@@ -125,15 +128,15 @@ pub fn serialize_redacted_url_option<S: Serializer>(
 
 pub fn redact_url(url: &str) -> String {
     let mut redacted = url.to_owned();
+    // The password runs from the user's `:` to the last `@`: a host holds no `@`, and a password
+    // that is not percent-encoded may hold `/`, `?` or `@`.
     if let Some(scheme_end) = url.find("://") {
-        let rest = &url[scheme_end + 3..];
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@')
+        let start = scheme_end + 3;
+        let rest = &url[start..];
+        if let Some(at) = rest.rfind('@')
             && let Some(colon) = rest[..at].find(':')
         {
-            let start = scheme_end + 3 + colon + 1;
-            let end = scheme_end + 3 + at;
-            redacted.replace_range(start..end, "<redacted>");
+            redacted.replace_range(start + colon + 1..start + at, "<redacted>");
         }
     }
     if let Some(query) = redacted.find('?') {
@@ -141,7 +144,7 @@ pub fn redact_url(url: &str) -> String {
         let params: Vec<String> = params
             .split('&')
             .map(|param| match param.split_once('=') {
-                Some((name, _)) if name.eq_ignore_ascii_case("password") => {
+                Some((name, _)) if name.to_ascii_lowercase().ends_with("password") => {
                     format!("{name}=<redacted>")
                 }
                 _ => param.to_owned(),
@@ -168,6 +171,14 @@ mod tests {
                 "postgres://db/settle?user=settle&password=<redacted>&sslmode=require",
             ),
             ("postgres://settle@db/settle", "postgres://settle@db/settle"),
+            (
+                "postgres://settle:ab/c?d@e@db/settle?sslpassword=x",
+                "postgres://settle:<redacted>@db/settle?sslpassword=<redacted>",
+            ),
+            (
+                "postgres://[::1]:5432/settle",
+                "postgres://[::1]:5432/settle",
+            ),
             ("sqlite://settle.db", "sqlite://settle.db"),
         ] {
             assert_eq!(redact_url(url), shown);

@@ -343,13 +343,21 @@ impl Config {
             text = Some(read);
             figment = figment.merge(Toml::file_exact(path));
         }
-        let unknown_variables = env::unknown_variables();
+        let mut unknown_variables = env::unknown_variables();
         let figment = figment
             .merge(env::provider(&unknown_variables))
             .merge(Env::raw().only(&["DATABASE_URL", "WORKER_DATABASE_URL"]));
         let config: Config = figment
             .extract()
             .map_err(|error| errors::explain(error, file.as_deref().zip(text.as_deref())))?;
+        // A variable a source names (`secrets_env`, `api_key_env`) is the configuration's own.
+        let named: Vec<&str> = config
+            .sources
+            .iter()
+            .flat_map(|s| [s.secrets_env.as_deref(), s.api_key_env.as_deref()])
+            .flatten()
+            .collect();
+        unknown_variables.retain(|variable| !named.contains(&variable.name.as_str()));
         config.validate()?;
         Ok(Loaded {
             config,

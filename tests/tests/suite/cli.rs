@@ -213,6 +213,19 @@ async fn unknown_settle_variables_are_named_with_a_suggestion_and_refused_only_w
         "refused before touching the store"
     );
 
+    // A variable the configuration itself names (`secrets_env`) is not a stray one.
+    scratch.write(
+        "settle.toml",
+        "[[sources]]\nname = \"std\"\nprovider = \"standard\"\nsecrets_env = \"SETTLE_STD_SECRETS\"\n",
+    );
+    let ran = settle(
+        &scratch.dir,
+        &["config", "check"],
+        &[("SETTLE_STD_SECRETS", STANDARD_SECRET)],
+    )
+    .await;
+    assert!(ran.success, "{}", ran.stderr);
+
     // Commands that need no configuration run whatever the environment holds, even beside a
     // broken ./settle.toml.
     scratch.write("settle.toml", "this is not toml");
