@@ -6,8 +6,8 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::error::StoreError;
 use crate::ids::EventId;
-use crate::store::StoreError;
 
 /// The queue (apalis `job_type`) that carries `PostSettlement` jobs.
 pub const POST_SETTLEMENT_QUEUE: &str = "settle::PostSettlement";

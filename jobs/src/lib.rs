@@ -1,6 +1,7 @@
 //! settle's domain and its storage: money, settlement events and their fingerprints, what is
 //! recorded and how, and `store`, the only module that speaks SQL.
 
+pub mod error;
 pub mod event;
 pub mod finance;
 pub mod fingerprint;
@@ -16,6 +17,7 @@ pub mod review;
 pub mod store;
 pub mod stripe;
 
+pub use error::StoreError;
 pub use event::{Amounts, EventParts, FactsError, Kind, SettlementEvent};
 pub use fingerprint::Fingerprint;
 pub use ids::{ConflictId, EventId, ExternalId, MovementId, PayoutId, Reference, SourceName};
@@ -23,4 +25,4 @@ pub use job::{JobPayload, JobRef, POST_SETTLEMENT_QUEUE, PostError, PostSettleme
 pub use money::{Amount, Currency, MoneyError};
 pub use posting::{Accounts, PostingRules};
 pub use record::{Content, EventStatus, InvalidFacts, NewEvent, Recorded};
-pub use store::{Store, StoreError, StoreOptions};
+pub use store::{Store, StoreOptions};

@@ -6,8 +6,8 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::error::StoreError;
 use crate::job::ErrorClass;
-use crate::store::StoreError;
 
 /// The most items one page of a listing holds.
 pub const PAGE_LIMIT_MAX: u32 = 500;

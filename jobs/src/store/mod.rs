@@ -1,7 +1,6 @@
 //! The only place with SQL. One [`Store`] over the backends: PostgreSQL for fleets, SQLite for
 //! the embedded default. Callers (ingress, workers, ops) never see which one they talk to.
 
-mod error;
 mod movements;
 mod postgres;
 mod rows;
@@ -9,7 +8,7 @@ mod sqlite;
 
 use std::time::Duration;
 
-pub use error::StoreError;
+pub use crate::error::StoreError;
 pub use movements::ResolvedPost;
 
 use crate::finance::{

@@ -3,6 +3,7 @@
 mod finance;
 mod jobs;
 mod movements;
+mod posting;
 mod record;
 mod review;
 mod verify;

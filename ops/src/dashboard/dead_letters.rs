@@ -1,0 +1,152 @@
+//! Dead letters: the filtered list, one letter with its attempts and audit trail, and the
+//! requeue/discard actions.
+
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use jobs::review::{DeadLetterFilter, DeadLetterState, Decision, PageRequest};
+use maud::html;
+use serde::Deserialize;
+
+use super::session::Viewer;
+use super::{ActionForm, DashboardState, Page, PageError, check_action, layout, non_empty};
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct DeadLetterQuery {
+    state: Option<String>,
+    source: Option<String>,
+    error_code: Option<String>,
+    cursor: Option<i64>,
+}
+
+pub(super) async fn dead_letters(
+    State(state): State<DashboardState>,
+    Viewer(session): Viewer,
+    Query(query): Query<DeadLetterQuery>,
+) -> Page {
+    let wanted = query.state.clone().unwrap_or_else(|| "open".into());
+    let filter = DeadLetterFilter {
+        state: DeadLetterState::parse(&wanted),
+        source: non_empty(&query.source),
+        error_code: non_empty(&query.error_code),
+        ..DeadLetterFilter::default()
+    };
+    let page = state
+        .store
+        .dead_letters(&filter, PageRequest::new(query.cursor, Some(50)))
+        .await?;
+    Ok(layout(
+        "Dead letters",
+        Some(&session),
+        html! {
+            form method="get" {
+                "State " select name="state" {
+                    @for option in ["open", "requeued", "discarded", "all"] {
+                        option selected[option == wanted] { (option) }
+                    }
+                }
+                " Source " input name="source" value=(query.source.clone().unwrap_or_default());
+                " Error code " input name="error_code" value=(query.error_code.clone().unwrap_or_default());
+                " " button type="submit" { "Filter" }
+            }
+            table id="dead-letters" {
+                tr { th { "ID" } th { "State" } th { "Source" } th { "External id" } th { "Class" } th { "Code" } th { "Attempts" } th { "Abandoned" } th { "Last error" } }
+                @for d in &page.items {
+                    tr {
+                        td { a href=(format!("/dashboard/dead-letters/{}", d.id)) { (d.id) } }
+                        td { (d.state) } td { (d.source) } td { (d.external_id) } td { (d.error_class) } td { (d.error_code) }
+                        td.num { (d.attempts) } td { (d.abandoned_at.format("%Y-%m-%d %H:%M:%S")) } td { (d.last_error) }
+                    }
+                }
+            }
+            @if let Some(cursor) = page.next_cursor {
+                a href=(format!("?state={wanted}&cursor={cursor}")) { "Older →" }
+            }
+        },
+    ))
+}
+
+pub(super) async fn dead_letter(
+    State(state): State<DashboardState>,
+    Viewer(session): Viewer,
+    Path(id): Path<i64>,
+) -> Page {
+    let Some(detail) = state.store.dead_letter(id).await? else {
+        return Err(PageError(
+            StatusCode::NOT_FOUND,
+            format!("No dead letter {id}."),
+        ));
+    };
+    let (d, e) = (&detail.dead_letter, &detail.event);
+    Ok(layout(
+        &format!("Dead letter {id}"),
+        Some(&session),
+        html! {
+            p { "State: " strong id="state" { (d.state) } " · " (d.error_class) " / " (d.error_code) " · " (d.attempts) " attempt(s)" }
+            p { "Last error: " (d.last_error) }
+            @if let Some(by) = &d.decided_by { p { "Decided by " (by) ": " (d.decision_reason.clone().unwrap_or_default()) } }
+            h2 { "Event " (e.id) }
+            p { (e.source) " / " (e.external_id) " · status " strong id="event-status" { (e.status) } }
+            @if let Some(facts) = &e.facts { pre { (serde_json::to_string_pretty(facts).unwrap_or_default()) } }
+            @if let Some(error) = &e.validation_error { p.error { "Invalid facts: " (error) } }
+            @if d.state == "open" && session.caller.role.may_act() {
+                h2 { "Decide" }
+                form.action method="post" action=(format!("/dashboard/dead-letters/{id}/requeue")) {
+                    input type="hidden" name="csrf" value=(session.csrf);
+                    label { "Reason " input name="reason" id="requeue-reason"; }
+                    " " button type="submit" id="requeue" { "Requeue" }
+                }
+                form.action method="post" action=(format!("/dashboard/dead-letters/{id}/discard")) {
+                    input type="hidden" name="csrf" value=(session.csrf);
+                    label { "Reason " input name="reason" required; }
+                    " " button type="submit" id="discard" { "Discard" }
+                }
+            }
+            h2 { "Attempts" }
+            table {
+                tr { th { "Job" } th { "#" } th { "Started" } th { "Outcome" } th { "Error" } }
+                @for a in &detail.attempts {
+                    tr { td { (a.job_id) } td.num { (a.attempt) } td { (a.started_at.format("%Y-%m-%d %H:%M:%S%.3f")) }
+                         td { (a.outcome.clone().unwrap_or_else(|| "running".into())) } td { (a.error.clone().unwrap_or_default()) } }
+                }
+            }
+            h2 { "Audit trail" }
+            table id="audit" {
+                tr { th { "At" } th { "Actor" } th { "Action" } th { "Change" } th { "Reason" } }
+                @for a in &detail.audit {
+                    tr { td { (a.at.format("%Y-%m-%d %H:%M:%S")) } td { (a.actor) } td { (a.action) } td { (a.before_state) " → " (a.after_state) } td { (a.reason) } }
+                }
+            }
+        },
+    ))
+}
+
+pub(super) async fn decide_dead_letter(
+    State(state): State<DashboardState>,
+    Viewer(session): Viewer,
+    Path((id, action)): Path<(i64, String)>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    if let Some(refused) = check_action(&session, &headers, &form.csrf, true) {
+        return refused;
+    }
+    let decision = Decision {
+        actor: session.caller.name.clone(),
+        reason: form.reason,
+    };
+    let result = match action.as_str() {
+        "requeue" => state.store.requeue_dead_letter(id, &decision).await,
+        "discard" => state.store.discard_dead_letter(id, &decision).await,
+        _ => return PageError(StatusCode::NOT_FOUND, "No such action.".into()).into_response(),
+    };
+    match result {
+        Ok(_) => Redirect::to(&format!("/dashboard/dead-letters/{id}")).into_response(),
+        Err(error) => (
+            StatusCode::CONFLICT,
+            layout("Not done", Some(&session), html! { p.error { (error) } }),
+        )
+            .into_response(),
+    }
+}

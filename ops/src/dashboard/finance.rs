@@ -1,0 +1,155 @@
+//! What finance reads: the journal, balances as of a date, payouts and their reconciliation.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use chrono::NaiveDate;
+use jobs::finance::{BalanceQuery, JournalCursor, JournalFilter};
+use maud::html;
+use serde::Deserialize;
+
+use super::session::Viewer;
+use super::{DashboardState, Page, PageError, layout, non_empty};
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct JournalQuery {
+    from: Option<String>,
+    to: Option<String>,
+    account: Option<String>,
+    currency: Option<String>,
+    source: Option<String>,
+    cursor: Option<String>,
+}
+
+fn date(text: &Option<String>) -> Option<NaiveDate> {
+    text.as_deref()
+        .and_then(|t| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
+}
+
+pub(super) async fn journal(
+    State(state): State<DashboardState>,
+    Viewer(session): Viewer,
+    Query(query): Query<JournalQuery>,
+) -> Page {
+    let filter = JournalFilter {
+        from: date(&query.from),
+        to: date(&query.to),
+        account: non_empty(&query.account),
+        currency: non_empty(&query.currency),
+        source: non_empty(&query.source),
+        ..JournalFilter::default()
+    };
+    let after = query.cursor.as_deref().and_then(JournalCursor::parse);
+    let page = state.store.journal(&filter, after, 50).await?;
+    let keep = |name: &str, value: &Option<String>| {
+        value
+            .as_ref()
+            .map(|v| format!("&{name}={v}"))
+            .unwrap_or_default()
+    };
+    Ok(layout(
+        "Journal",
+        Some(&session),
+        html! {
+            form method="get" {
+                "From " input type="date" name="from" value=(query.from.clone().unwrap_or_default());
+                " To " input type="date" name="to" value=(query.to.clone().unwrap_or_default());
+                " Account " input name="account" value=(query.account.clone().unwrap_or_default());
+                " Currency " input name="currency" size="4" value=(query.currency.clone().unwrap_or_default());
+                " Source " input name="source" size="8" value=(query.source.clone().unwrap_or_default());
+                " " button type="submit" { "Filter" }
+            }
+            table id="journal" {
+                tr { th { "Entry" } th { "Date" } th { "Description" } th { "Account" } th.num { "Debit" } th.num { "Credit" } th { "Cur" } }
+                @for entry in &page.items {
+                    @for line in &entry.lines {
+                        tr {
+                            td { @if line.line_no == 1 { (entry.id) } }
+                            td { @if line.line_no == 1 { (entry.effective_date) } }
+                            td { @if line.line_no == 1 { (entry.description)
+                                @if let Some(reversed) = entry.reverses_entry_id { span.muted { " (reverses " (reversed) ")" } } } }
+                            td { (line.account) }
+                            td.num { @if !line.amount.starts_with('-') { (line.amount) } }
+                            td.num { @if let Some(credit) = line.amount.strip_prefix('-') { (credit) } }
+                            td { (line.currency) }
+                        }
+                    }
+                }
+            }
+            @if let Some(cursor) = page.next_cursor {
+                a href=(format!("?cursor={cursor}{}{}{}{}{}", keep("from", &query.from), keep("to", &query.to),
+                    keep("account", &query.account), keep("currency", &query.currency), keep("source", &query.source))) { "Next →" }
+            }
+        },
+    ))
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct BalanceQueryForm {
+    as_of: Option<String>,
+}
+
+pub(super) async fn balances(
+    State(state): State<DashboardState>,
+    Viewer(session): Viewer,
+    Query(query): Query<BalanceQueryForm>,
+) -> Page {
+    let as_of = date(&query.as_of);
+    let rows = state
+        .store
+        .balances(BalanceQuery {
+            as_of,
+            recorded_at: None,
+        })
+        .await?;
+    Ok(layout(
+        "Balances",
+        Some(&session),
+        html! {
+            form method="get" { "As of " input type="date" name="as_of" value=(query.as_of.clone().unwrap_or_default()); " " button type="submit" { "Show" } }
+            table id="balances" {
+                tr { th { "Account" } th { "Currency" } th.num { "Balance" } }
+                @for row in &rows { tr { td { (row.account) } td { (row.currency) } td.num { (row.balance) } } }
+            }
+        },
+    ))
+}
+
+pub(super) async fn payouts(State(state): State<DashboardState>, Viewer(session): Viewer) -> Page {
+    let items = state.store.payouts(None, 100).await?;
+    Ok(layout(
+        "Payouts",
+        Some(&session),
+        html! {
+            table {
+                tr { th { "Payout" } th { "Status" } th.num { "Amount" } th.num { "Items net" } th.num { "Difference" } th { "Cur" } }
+                @for p in &items {
+                    tr { td { a href=(format!("/dashboard/payouts/{}", p.payout_id)) { (p.payout_id) } } td { (format!("{:?}", p.status)) }
+                         td.num { (p.payout_amount.clone().unwrap_or_default()) } td.num { (p.items_net) } td.num { (p.difference) }
+                         td { (p.currency.clone().unwrap_or_default()) } }
+                }
+            }
+        },
+    ))
+}
+
+pub(super) async fn payout(
+    State(state): State<DashboardState>,
+    Viewer(session): Viewer,
+    Path(id): Path<String>,
+) -> Page {
+    let Some(r) = state.store.reconciliation(&id).await? else {
+        return Err(PageError(StatusCode::NOT_FOUND, format!("No payout {id}.")));
+    };
+    Ok(layout(
+        &format!("Payout {id}"),
+        Some(&session),
+        html! {
+            p { "Status: " strong { (format!("{:?}", r.status)) } " · payout " (r.payout_amount.clone().unwrap_or_else(|| "-".into()))
+                " · items " (r.items_net) " · difference " (r.difference) " " (r.currency.clone().unwrap_or_default()) }
+            table {
+                tr { th { "Entry" } th { "Date" } th { "Kind" } th { "Movement" } th.num { "Net" } }
+                @for i in &r.items { tr { td { (i.entry_id) } td { (i.effective_date) } td { (i.kind) } td { (i.movement_id) } td.num { (i.net) } } }
+            }
+        },
+    ))
+}
