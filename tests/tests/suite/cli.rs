@@ -128,13 +128,14 @@ async fn config_check_prints_the_resolved_configuration_with_every_secret_redact
     );
 }
 
-#[tokio::test]
-async fn a_bad_key_is_named_with_its_line_and_the_key_it_resembles() {
-    let scratch = Scratch::new();
-    let text = good_file().replace("concurrency = 32", "concurency = 32");
+/// `settle config check` on ./settle.toml made of `good_file()` with `from` replaced by `to`:
+/// what it said, and the line of the replaced key in the file.
+async fn check_edited(scratch: &Scratch, from: &str, to: &str) -> (Ran, usize) {
+    let text = good_file().replace(from, to);
+    let key = to.split(' ').next().expect("a key");
     let line = text
         .lines()
-        .position(|l| l.starts_with("concurency"))
+        .position(|l| l.starts_with(key))
         .expect("the line")
         + 1;
     scratch.write("settle.toml", &text);
@@ -145,6 +146,13 @@ async fn a_bad_key_is_named_with_its_line_and_the_key_it_resembles() {
         &[("CLI_CHECK_STRIPE_KEY", STRIPE_KEY)],
     )
     .await;
+    (ran, line)
+}
+
+#[tokio::test]
+async fn a_bad_key_is_named_with_its_line_and_the_key_it_resembles() {
+    let scratch = Scratch::new();
+    let (ran, line) = check_edited(&scratch, "concurrency = 32", "concurency = 32").await;
     assert!(!ran.success);
     assert!(
         ran.stderr.contains(&format!("settle.toml line {line}"))
@@ -161,19 +169,7 @@ async fn a_bad_key_is_named_with_its_line_and_the_key_it_resembles() {
     );
 
     // A value of the wrong type in a source, by the line of its key in the array of tables.
-    let text = good_file().replace("livemode = false", "livemode = \"no\"");
-    let line = text
-        .lines()
-        .position(|l| l.starts_with("livemode"))
-        .expect("the line")
-        + 1;
-    scratch.write("settle.toml", &text);
-    let ran = settle(
-        &scratch.dir,
-        &["config", "check"],
-        &[("CLI_CHECK_STRIPE_KEY", STRIPE_KEY)],
-    )
-    .await;
+    let (ran, line) = check_edited(&scratch, "livemode = false", "livemode = \"no\"").await;
     assert!(!ran.success);
     assert!(
         ran.stderr.contains(&format!("settle.toml line {line}"))
