@@ -312,9 +312,12 @@ async fn abusive_clients_never_cost_a_delivery_and_every_deadline_holds() {
         }
         (rss, open)
     });
-    // The slow bodies first (their deadlines must be seen, not the connection cap), then the
-    // idle connections, then the slowloris heads, enough of them to pass the cap.
+    // The clients that leave mid-body first, while there is room under the connection cap (over
+    // it they would be refused before their body is read); then the slow bodies (their deadlines
+    // must be seen, not the cap), then the idle connections, then the slowloris heads, enough of
+    // them to pass the cap.
     let addr = listen.clone();
+    join_all((0..leavers).map(|i| leaves_mid_body(addr.clone(), format!("leaver-{i}")))).await;
     let slow_tasks: Vec<_> = (0..slow_bodies)
         .map(|_| tokio::spawn(slow_body(addr.clone(), 60_000, 0, Duration::from_secs(1))))
         .collect();
@@ -331,7 +334,6 @@ async fn abusive_clients_never_cost_a_delivery_and_every_deadline_holds() {
     let loris_tasks: Vec<_> = (0..loris)
         .map(|_| tokio::spawn(slowloris(addr.clone(), Duration::from_secs(2))))
         .collect();
-    join_all((0..leavers).map(|i| leaves_mid_body(addr.clone(), format!("leaver-{i}")))).await;
 
     let collect = |tasks: Vec<tokio::task::JoinHandle<Option<(String, Duration)>>>| async move {
         join_all(tasks)
