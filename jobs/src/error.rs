@@ -14,6 +14,14 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database schema is behind this build: {0}")]
     MigrationsPending(String),
+    /// The schema was made by migrations this build does not have: the ones a single baseline
+    /// replaced before the first release. There is no upgrade path from them.
+    #[error(
+        "this database was made by migrations this build no longer has ({0}); they were replaced \
+         by one baseline before the first release and cannot be upgraded: recreate the database \
+         (drop it, or for SQLite move the file away) and let settle migrate the new one"
+    )]
+    SchemaSuperseded(String),
     /// A stored row that this build cannot read (it was not written by settle).
     #[error("stored data is invalid: {0}")]
     Corrupt(String),

@@ -8,6 +8,7 @@ pub mod fleet;
 pub mod hostile;
 pub mod logs;
 pub mod process;
+pub mod schema;
 pub mod sign;
 pub mod stripe;
 

@@ -24,6 +24,41 @@ use crate::review::{
     Decision, DecisionError, EventView, Page, PageRequest,
 };
 
+/// Where a store's schema stands against this build's migrations (`ours`), from the versions its
+/// `_sqlx_migrations` lists as applied (`queue`: the queue library's migrations, where they share
+/// that table). A version neither knows was made by superseded migrations; with `pending_ok`
+/// (about to migrate) unapplied ones are fine.
+fn schema_state(
+    applied: &[i64],
+    ours: &sqlx::migrate::Migrator,
+    queue: Option<&sqlx::migrate::Migrator>,
+    pending_ok: bool,
+) -> Result<(), StoreError> {
+    let known = |version: &i64| {
+        ours.iter()
+            .chain(queue.into_iter().flat_map(|q| q.iter()))
+            .any(|m| m.version == *version)
+    };
+    let unknown: Vec<String> = applied
+        .iter()
+        .filter(|v| !known(v))
+        .map(i64::to_string)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(StoreError::SchemaSuperseded(unknown.join(", ")));
+    }
+    let pending: Vec<String> = ours
+        .iter()
+        .filter(|m| !applied.contains(&m.version))
+        .map(|m| format!("{}_{}", m.version, m.description))
+        .collect();
+    if pending.is_empty() || pending_ok {
+        Ok(())
+    } else {
+        Err(StoreError::MigrationsPending(pending.join(", ")))
+    }
+}
+
 /// What the store says about the system's backlog, read when metrics are scraped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Gauges {

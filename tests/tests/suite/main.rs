@@ -17,4 +17,5 @@ mod posting;
 mod providers;
 mod queue;
 mod recording;
+mod schema;
 mod stripe;

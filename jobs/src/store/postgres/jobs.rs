@@ -21,7 +21,8 @@ use crate::store::StoreError;
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
 
 impl PgStore {
-    /// One call of `settle_start_attempt` (migrations 5 and 6): one round trip and one commit.
+    /// One call of `settle_start_attempt` (the PostgreSQL baseline migration): one round trip and
+    /// one commit.
     pub(in crate::store) async fn start_attempt(
         &self,
         job: &JobRef,

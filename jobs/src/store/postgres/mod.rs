@@ -65,21 +65,8 @@ impl PgStore {
     }
 
     pub(super) async fn ready(&self) -> Result<(), StoreError> {
-        let applied: Vec<i64> = sqlx::query_scalar(
-            "SELECT version FROM _sqlx_migrations WHERE success ORDER BY version",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let pending: Vec<String> = MIGRATOR
-            .iter()
-            .filter(|m| !applied.contains(&m.version))
-            .map(|m| format!("{}_{}", m.version, m.description))
-            .collect();
-        if pending.is_empty() {
-            Ok(())
-        } else {
-            Err(StoreError::MigrationsPending(pending.join(", ")))
-        }
+        let mut conn = self.pool.acquire().await?;
+        super::schema_state(&applied(&mut conn).await?, &MIGRATOR, None, false)
     }
 
     pub(super) async fn load_run_counts(
@@ -171,6 +158,24 @@ async fn migrate_locked(conn: &mut PgConnection) -> Result<(), StoreError> {
     apalis_postgres::PostgresStorage::migrations()
         .run(&mut *conn)
         .await?;
+    super::schema_state(&applied(conn).await?, &MIGRATOR, None, true)?;
     MIGRATOR.run(&mut *conn).await?;
     Ok(())
+}
+
+/// The versions settle's migrations table lists as applied (none before the first migration;
+/// the queue keeps its own in `apalis._sqlx_migrations`).
+async fn applied(conn: &mut PgConnection) -> Result<Vec<i64>, StoreError> {
+    let exists: bool =
+        sqlx::query_scalar("SELECT to_regclass('public._sqlx_migrations') IS NOT NULL")
+            .fetch_one(&mut *conn)
+            .await?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    Ok(
+        sqlx::query_scalar("SELECT version FROM public._sqlx_migrations WHERE success")
+            .fetch_all(&mut *conn)
+            .await?,
+    )
 }

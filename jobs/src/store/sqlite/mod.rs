@@ -127,6 +127,7 @@ impl SqliteStore {
         let mut queue = apalis_sqlite::SqliteStorage::migrations();
         queue.set_ignore_missing(true);
         queue.run(&self.pool).await?;
+        super::schema_state(&self.applied().await?, &MIGRATOR, Some(&queue), true)?;
         let mut ours = sqlx::migrate!("../migrations/sqlite");
         ours.set_ignore_missing(true);
         ours.run(&self.pool).await?;
@@ -134,20 +135,17 @@ impl SqliteStore {
     }
 
     pub(super) async fn ready(&self) -> Result<(), StoreError> {
-        let applied: Vec<i64> =
+        let queue = apalis_sqlite::SqliteStorage::migrations();
+        super::schema_state(&self.applied().await?, &MIGRATOR, Some(&queue), false)
+    }
+
+    /// The versions `_sqlx_migrations` lists as applied, the queue's and settle's.
+    async fn applied(&self) -> Result<Vec<i64>, StoreError> {
+        Ok(
             sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
                 .fetch_all(&self.pool)
-                .await?;
-        let pending: Vec<String> = MIGRATOR
-            .iter()
-            .filter(|m| !applied.contains(&m.version))
-            .map(|m| format!("{}_{}", m.version, m.description))
-            .collect();
-        if pending.is_empty() {
-            Ok(())
-        } else {
-            Err(StoreError::MigrationsPending(pending.join(", ")))
-        }
+                .await?,
+        )
     }
 
     /// One process owns the file and workers are woken in-process: no session state to check.

@@ -1,4 +1,7 @@
--- settle on SQLite: the same tables and guarantees as on PostgreSQL, with SQLite's mechanisms.
+-- settle's schema on SQLite: the same tables and guarantees as on PostgreSQL, with SQLite's
+-- mechanisms. `migrations/schema/sqlite.txt` describes what it makes (the snapshot test compares
+-- them, and the parity test compares its tables with PostgreSQL's); a change to the schema is a
+-- new migration after this one.
 -- Timestamps are RFC 3339 text written by settle (always UTC, so they sort as they compare).
 -- Journal amounts are kept twice: `amount` as the exact decimal text, `amount_minor` as the same
 -- value in the currency's minor units, an integer SQLite can sum exactly.
@@ -60,8 +63,11 @@ CREATE TABLE event_conflicts (
     CHECK ((state = 'open') = (resolved_at IS NULL))
 );
 
+CREATE INDEX event_conflicts_open ON event_conflicts (id) WHERE state = 'open';
+
 CREATE TABLE journal_entries (
     id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+    -- The money movement's identity (one entry each); see the PostgreSQL baseline.
     source_key          TEXT NOT NULL,
     event_id            INTEGER NOT NULL REFERENCES settlement_events (id),
     source              TEXT NOT NULL,
@@ -74,11 +80,17 @@ CREATE TABLE journal_entries (
     description         TEXT NOT NULL,
     reverses_entry_id   INTEGER REFERENCES journal_entries (id),
     recorded_at         TEXT NOT NULL,
-    CONSTRAINT journal_entries_source_key UNIQUE (source_key),
-    CONSTRAINT journal_entries_one_per_event UNIQUE (event_id),
-    CONSTRAINT journal_entries_reversed_once UNIQUE (reverses_entry_id)
+    -- What the provider reported about a movement its API reports; null for an entry posted
+    -- from a webhook's own facts.
+    details             TEXT CHECK (details IS NULL OR json_valid(details)),
+    CONSTRAINT journal_entries_source_key UNIQUE (source_key)
 );
 
+-- An entry posted from a webhook's own facts is its event's only entry; a payout entry is
+-- reversed at most once.
+CREATE UNIQUE INDEX journal_entries_one_per_event ON journal_entries (event_id) WHERE details IS NULL;
+CREATE UNIQUE INDEX journal_entries_reversed_once ON journal_entries (reverses_entry_id)
+    WHERE reverses_entry_id IS NOT NULL;
 CREATE INDEX journal_entries_effective ON journal_entries (effective_date, id);
 CREATE INDEX journal_entries_payout ON journal_entries (payout_id) WHERE payout_id IS NOT NULL;
 CREATE INDEX journal_entries_recorded ON journal_entries (recorded_at);
@@ -127,6 +139,27 @@ BEGIN
     SELECT RAISE(ABORT, 'the journal is append-only: DELETE on journal_lines is refused');
 END;
 
+-- The entries a payout paid out, as the provider lists them (Stripe: the balance transactions
+-- of an automatic payout). An entry is paid out by one payout at most. Never changed.
+CREATE TABLE payout_items (
+    entry_id  INTEGER PRIMARY KEY REFERENCES journal_entries (id),
+    source    TEXT NOT NULL,
+    payout_id TEXT NOT NULL,
+    event_id  INTEGER NOT NULL REFERENCES settlement_events (id),
+    tied_at   TEXT NOT NULL
+);
+
+CREATE INDEX payout_items_payout ON payout_items (payout_id);
+
+CREATE TRIGGER payout_items_no_update BEFORE UPDATE ON payout_items
+BEGIN
+    SELECT RAISE(ABORT, 'payout items are append-only: UPDATE refused');
+END;
+CREATE TRIGGER payout_items_no_delete BEFORE DELETE ON payout_items
+BEGIN
+    SELECT RAISE(ABORT, 'payout items are append-only: DELETE refused');
+END;
+
 CREATE TABLE job_attempts (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id    INTEGER NOT NULL REFERENCES settlement_events (id),
@@ -164,6 +197,7 @@ CREATE TABLE dead_letters (
 
 CREATE UNIQUE INDEX dead_letters_one_open_per_event ON dead_letters (event_id) WHERE state = 'open';
 CREATE INDEX dead_letters_state ON dead_letters (state, id);
+CREATE INDEX dead_letters_abandoned ON dead_letters (abandoned_at);
 
 CREATE TABLE audit_log (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -191,7 +225,8 @@ BEGIN
     SELECT RAISE(ABORT, 'the audit log is append-only: DELETE refused');
 END;
 
--- A PostSettlement job's payload must be JSON (see the PostgreSQL migration).
+-- A PostSettlement job's payload must be JSON, or every worker that fetched it would stop on
+-- decoding it (a JSON payload of the wrong shape is decoded as unreadable and dead-lettered).
 CREATE TRIGGER settle_post_settlement_payload_is_json BEFORE INSERT ON Jobs
 WHEN NEW.job_type = 'settle::PostSettlement' AND NOT json_valid(CAST(NEW.job AS TEXT))
 BEGIN
