@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::ids::EventId;
+use crate::record::EventStatus;
+use crate::state::{AttemptState, StateMachine};
+
+pub use crate::state::QueueStatus;
 
 /// The queue (apalis `job_type`) that carries `PostSettlement` jobs.
 pub const POST_SETTLEMENT_QUEUE: &str = "settle::PostSettlement";
@@ -55,6 +59,44 @@ pub enum AttemptStart {
     Exhausted,
     /// No event has this id: the job was not written by settle.
     Stray,
+}
+
+/// The start rule, first part: whether the event still waits for this job. `event` is the
+/// event's status and current job, `None` when no event has the job's event id. `Some` answers
+/// the start (`Stray`: the job is killed; `NothingToDo`: its row is deleted); `None` goes on to
+/// [`start_step`] once the job's unfinished attempts are closed as died.
+pub fn start_gate(event: Option<(EventStatus, &str)>, job_id: &str) -> Option<AttemptStart> {
+    match event {
+        None => Some(AttemptStart::Stray),
+        Some((EventStatus::Recorded, current)) if current == job_id => None,
+        Some(_) => Some(AttemptStart::NothingToDo),
+    }
+}
+
+/// The start rule, second part, for a job its event waits for: `started` attempts have begun
+/// (the last one's number), `died_now` of them were still open and have just been closed as
+/// died, and the last one ended `last`. Out of attempts: dead-lettered (`Exhausted`, the job
+/// killed). An attempt just found dead: `Rescued` (nothing started; the caller backs off). The
+/// last attempt died with its worker earlier: `Suspect` unless started `alone`. Otherwise the
+/// next attempt starts.
+pub fn start_step(
+    started: u32,
+    died_now: usize,
+    last: Option<AttemptOutcome>,
+    attempts_max: u32,
+    alone: bool,
+) -> AttemptStart {
+    if started >= attempts_max {
+        AttemptStart::Exhausted
+    } else if died_now > 0 {
+        AttemptStart::Rescued { attempts: started }
+    } else if last == Some(AttemptOutcome::Died) && !alone {
+        AttemptStart::Suspect
+    } else {
+        AttemptStart::Run {
+            attempt: started + 1,
+        }
+    }
 }
 
 /// What posting did.
@@ -233,7 +275,8 @@ impl PostError {
 }
 
 /// Why an event went to the dead letter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum ErrorClass {
     /// It cannot succeed as it is: no retry would help.
     Permanent,
@@ -271,8 +314,10 @@ pub enum FailureDecision {
     DeadLetter(ErrorClass),
 }
 
-/// An attempt's recorded outcome (`job_attempts.outcome`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How an attempt ended (`job_attempts.outcome`): the states an attempt moves to from
+/// `started` (`state::AttemptState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum AttemptOutcome {
     Posted,
     Settled,
@@ -282,34 +327,40 @@ pub enum AttemptOutcome {
 }
 
 impl AttemptOutcome {
+    pub const ALL: [AttemptOutcome; 5] = [
+        AttemptOutcome::Posted,
+        AttemptOutcome::Settled,
+        AttemptOutcome::Transient,
+        AttemptOutcome::Permanent,
+        AttemptOutcome::Died,
+    ];
+
     pub fn as_str(self) -> &'static str {
-        match self {
-            AttemptOutcome::Posted => "posted",
-            AttemptOutcome::Settled => "settled",
-            AttemptOutcome::Transient => "transient",
-            AttemptOutcome::Permanent => "permanent",
-            AttemptOutcome::Died => "died",
-        }
+        AttemptState::from(self).label()
+    }
+
+    pub fn parse(text: &str) -> Option<AttemptOutcome> {
+        AttemptOutcome::ALL
+            .into_iter()
+            .find(|outcome| outcome.as_str() == text)
     }
 }
 
-/// The queue row states settle writes itself (apalis' vocabulary). settle, not apalis, writes
-/// how each of its jobs ended, in the transaction that decided it: a job that settled its event
-/// has its row deleted there, one that will not run again becomes `Killed`, and one that must
-/// run again later is `Pending` with a later `run_at`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QueueStatus {
-    /// Waiting for its `run_at`; any worker may fetch it then.
-    Pending,
-    /// Nothing runs it again (dead-lettered, unreadable, or naming no event).
-    Killed,
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
-impl QueueStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueueStatus::Pending => "Pending",
-            QueueStatus::Killed => "Killed",
+impl From<AttemptOutcome> for AttemptState {
+    /// The state an attempt ends in.
+    fn from(outcome: AttemptOutcome) -> Self {
+        match outcome {
+            AttemptOutcome::Posted => AttemptState::Posted,
+            AttemptOutcome::Settled => AttemptState::Settled,
+            AttemptOutcome::Transient => AttemptState::Transient,
+            AttemptOutcome::Permanent => AttemptState::Permanent,
+            AttemptOutcome::Died => AttemptState::Died,
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod movement;
 pub mod posting;
 pub mod record;
 pub mod review;
+pub mod state;
 pub mod store;
 pub mod stripe;
 

@@ -1,12 +1,12 @@
 //! What the ingress hands to the store, and what the store answers: the first layer of dedup,
 //! delivery -> event by `(source, external_id)`.
 
-use std::fmt;
-
 use crate::event::{FactsError, SettlementEvent};
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConflictId, EventId, ExternalId, SourceName};
 use crate::stripe::Trigger;
+
+pub use crate::state::EventStatus;
 
 /// An authentic delivery's event, ready to be recorded.
 #[derive(Clone, Debug)]
@@ -69,57 +69,5 @@ impl Recorded {
             Recorded::New(id) | Recorded::Duplicate(id) => id,
             Recorded::Conflict { event_id, .. } => event_id,
         }
-    }
-}
-
-/// An event's state (ARCHITECTURE.md, State): `recorded` -> `posted`; `recorded` -> `abandoned` (dead letter
-/// open) -> `recorded` (requeued) or `discarded`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum EventStatus {
-    Recorded,
-    Posted,
-    Abandoned,
-    Discarded,
-}
-
-impl EventStatus {
-    pub const ALL: [EventStatus; 4] = [
-        EventStatus::Recorded,
-        EventStatus::Posted,
-        EventStatus::Abandoned,
-        EventStatus::Discarded,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventStatus::Recorded => "recorded",
-            EventStatus::Posted => "posted",
-            EventStatus::Abandoned => "abandoned",
-            EventStatus::Discarded => "discarded",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<EventStatus> {
-        EventStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == text)
-    }
-
-    /// The event state machine's edges; nothing else may change an event's status.
-    pub fn can_become(self, next: EventStatus) -> bool {
-        use EventStatus::*;
-        matches!(
-            (self, next),
-            (Recorded, Posted)
-                | (Recorded, Abandoned)
-                | (Abandoned, Recorded)
-                | (Abandoned, Discarded)
-        )
-    }
-}
-
-impl fmt::Display for EventStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }

@@ -1,62 +1,20 @@
 //! What people look at and decide: events, dead letters, conflicts, the audit trail. Views are
 //! plain serialisable data; decisions are idempotent transitions, each audited.
 
-use std::fmt;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
-use crate::job::ErrorClass;
+use crate::job::{AttemptOutcome, ErrorClass};
+use crate::record::EventStatus;
+
+pub use crate::state::{ConflictState, DeadLetterState};
+use crate::state::{StateMachine, Transition};
 
 /// The most items one page of a listing holds.
 pub const PAGE_LIMIT_MAX: u32 = 500;
 /// The most items one bulk action touches.
 pub const BULK_LIMIT_MAX: u32 = 1_000;
-
-/// A dead letter's state: `open` -> `requeued` | `discarded`, by an ops action only.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum DeadLetterState {
-    Open,
-    Requeued,
-    Discarded,
-}
-
-impl DeadLetterState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeadLetterState::Open => "open",
-            DeadLetterState::Requeued => "requeued",
-            DeadLetterState::Discarded => "discarded",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<DeadLetterState> {
-        [
-            DeadLetterState::Open,
-            DeadLetterState::Requeued,
-            DeadLetterState::Discarded,
-        ]
-        .into_iter()
-        .find(|state| state.as_str() == text)
-    }
-
-    /// The dead-letter state machine's edges.
-    pub fn can_become(self, next: DeadLetterState) -> bool {
-        matches!(
-            (self, next),
-            (DeadLetterState::Open, DeadLetterState::Requeued)
-                | (DeadLetterState::Open, DeadLetterState::Discarded)
-        )
-    }
-}
-
-impl fmt::Display for DeadLetterState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Which dead letters a listing or a bulk action covers. Unset fields match everything;
 /// `state` defaults to `open`.
@@ -131,7 +89,7 @@ pub struct EventView {
     pub id: i64,
     pub source: String,
     pub external_id: String,
-    pub status: String,
+    pub status: EventStatus,
     pub kind: Option<String>,
     pub movement_id: Option<String>,
     pub fingerprint: String,
@@ -152,8 +110,8 @@ pub struct DeadLetterSummary {
     pub source: String,
     pub external_id: String,
     pub kind: Option<String>,
-    pub state: String,
-    pub error_class: String,
+    pub state: DeadLetterState,
+    pub error_class: ErrorClass,
     pub error_code: String,
     pub last_error: String,
     pub attempts: i32,
@@ -171,7 +129,7 @@ pub struct AttemptView {
     pub worker: String,
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
-    pub outcome: Option<String>,
+    pub outcome: Option<AttemptOutcome>,
     pub error_code: Option<String>,
     pub error: Option<String>,
 }
@@ -208,7 +166,7 @@ pub struct ConflictView {
     pub event_id: i64,
     pub source: String,
     pub external_id: String,
-    pub state: String,
+    pub state: ConflictState,
     pub deliveries: i32,
     pub first_seen_at: DateTime<Utc>,
     pub last_seen_at: DateTime<Utc>,
@@ -248,6 +206,63 @@ pub struct Decided {
     pub job_id: Option<String>,
 }
 
+impl Decision {
+    /// Discarding a dead letter and resolving a conflict need a reason; refused before anything
+    /// is read.
+    pub fn require_reason(&self) -> Result<(), DecisionError> {
+        if self.reason.trim().is_empty() {
+            Err(DecisionError::ReasonRequired)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// What a decision does to a subject whose state is `current`, asked to reach `goal`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step<S> {
+    /// The goal already holds: success, nothing written, no audit row.
+    Unchanged,
+    /// Write this move, with its audit row.
+    Apply(Transition<S>),
+}
+
+/// The rule of a dead-letter decision (requeue or discard) on dead letter `id`: a repeat is
+/// idempotent, the other decision after one was made is refused. (A requeued dead letter whose
+/// event failed again has a newer open one: the store refuses a repeat that names the old one.)
+pub fn dead_letter_step(
+    id: i64,
+    current: DeadLetterState,
+    goal: DeadLetterState,
+) -> Result<Step<DeadLetterState>, DecisionError> {
+    if current == goal {
+        return Ok(Step::Unchanged);
+    }
+    current.transition(goal).map(Step::Apply).map_err(|_| {
+        DecisionError::AlreadyDecided(match current {
+            DeadLetterState::Requeued => {
+                format!("dead letter {id} was requeued; its event is no longer in the dead letter")
+            }
+            _ => format!("dead letter {id} was {current}"),
+        })
+    })
+}
+
+/// The rule of resolving a conflict: once resolved, resolving again changes nothing.
+pub fn conflict_step(
+    id: i64,
+    current: ConflictState,
+    goal: ConflictState,
+) -> Result<Step<ConflictState>, DecisionError> {
+    if current == goal {
+        return Ok(Step::Unchanged);
+    }
+    current
+        .transition(goal)
+        .map(Step::Apply)
+        .map_err(|_| DecisionError::AlreadyDecided(format!("conflict {id} is {current}")))
+}
+
 /// Why a decision was refused; nothing was written.
 #[derive(Debug, thiserror::Error)]
 pub enum DecisionError {
@@ -264,5 +279,61 @@ pub enum DecisionError {
 impl From<sqlx::Error> for DecisionError {
     fn from(error: sqlx::Error) -> Self {
         DecisionError::Store(error.into())
+    }
+}
+
+#[cfg(test)]
+mod rules {
+    use super::*;
+
+    #[test]
+    fn dead_letter_decisions() {
+        use DeadLetterState::*;
+        for goal in [Requeued, Discarded] {
+            let Ok(Step::Apply(t)) = dead_letter_step(7, Open, goal) else {
+                panic!("open -> {goal}");
+            };
+            assert_eq!((t.from(), t.to()), (Open, goal));
+            assert_eq!(dead_letter_step(7, goal, goal).ok(), Some(Step::Unchanged));
+        }
+        let refused = |current, goal| match dead_letter_step(7, current, goal) {
+            Err(DecisionError::AlreadyDecided(why)) => why,
+            other => panic!("{current} -> {goal}: {other:?}"),
+        };
+        assert_eq!(refused(Discarded, Requeued), "dead letter 7 was discarded");
+        assert_eq!(
+            refused(Requeued, Discarded),
+            "dead letter 7 was requeued; its event is no longer in the dead letter"
+        );
+    }
+
+    #[test]
+    fn conflict_decisions() {
+        use ConflictState::*;
+        assert!(matches!(
+            conflict_step(3, Open, Resolved),
+            Ok(Step::Apply(t)) if t.to() == Resolved
+        ));
+        assert_eq!(
+            conflict_step(3, Resolved, Resolved).ok(),
+            Some(Step::Unchanged)
+        );
+        assert!(matches!(
+            conflict_step(3, Resolved, Open),
+            Err(DecisionError::AlreadyDecided(_))
+        ));
+    }
+
+    #[test]
+    fn a_reason_is_required_and_blank_is_none() {
+        let decision = |reason: &str| Decision {
+            actor: "ops".into(),
+            reason: reason.into(),
+        };
+        assert!(matches!(
+            decision(" \t").require_reason(),
+            Err(DecisionError::ReasonRequired)
+        ));
+        assert!(decision("duplicate of ch_1").require_reason().is_ok());
     }
 }

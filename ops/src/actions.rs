@@ -6,7 +6,8 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use jobs::Store;
 use jobs::review::{
-    BULK_LIMIT_MAX, DeadLetterFilter, DeadLetterState, Decision, DecisionError, PageRequest,
+    BULK_LIMIT_MAX, DeadLetterFilter, DeadLetterState, Decision, DecisionError, PageRequest, Step,
+    dead_letter_step,
 };
 use serde::Serialize;
 
@@ -130,12 +131,15 @@ async fn predict(store: &Store, action: Action, id: i64) -> ItemOutcome {
         Ok(None) => return failed(id, &DecisionError::NotFound("dead letter")),
         Err(error) => return failed(id, &DecisionError::Store(error)),
     };
-    let state = DeadLetterState::parse(&detail.dead_letter.state);
-    let outcome = match (action, state) {
-        (_, Some(DeadLetterState::Open)) => action.would(),
-        (Action::Requeue, Some(DeadLetterState::Requeued))
-        | (Action::Discard, Some(DeadLetterState::Discarded)) => "unchanged",
-        _ => "already_decided",
+    let goal = match action {
+        Action::Requeue => DeadLetterState::Requeued,
+        Action::Discard => DeadLetterState::Discarded,
+    };
+    // The store's own rule, applied to what it holds now.
+    let outcome = match dead_letter_step(id, detail.dead_letter.state, goal) {
+        Ok(Step::Apply(_)) => action.would(),
+        Ok(Step::Unchanged) => "unchanged",
+        Err(_) => "already_decided",
     };
     ItemOutcome {
         dead_letter_id: id,

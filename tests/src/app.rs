@@ -317,6 +317,18 @@ impl TestApp {
             .map_err(|error| error.to_string())
     }
 
+    /// Runs one statement in a transaction that is rolled back: whether the database accepts it.
+    pub async fn try_rolled_back(&self, sql: &str) -> Result<u64, String> {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        on_pool!(self, pool => async {
+            let mut tx = pool.begin().await?;
+            let done = sqlx::query(sql).execute(&mut *tx).await?;
+            tx.rollback().await?;
+            Ok::<u64, sqlx::Error>(done.rows_affected())
+        }.await)
+        .map_err(|error| error.to_string())
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }

@@ -14,12 +14,24 @@ pub(crate) const CONFLICT_COLUMNS: &str = "c.id, c.event_id, e.source, e.externa
 /// over `$row` (the backends' columns have the same names and decode to the same types).
 macro_rules! view_rows {
     ($row:ty) => {
+        /// A state column, as its state machine's enum (a label settle never writes is an error).
+        fn state_of<S: $crate::state::StateMachine>(
+            row: &$row,
+            column: &str,
+        ) -> Result<S, sqlx::Error> {
+            let text: String = row.try_get(column)?;
+            S::parse(&text).ok_or_else(|| sqlx::Error::ColumnDecode {
+                index: column.into(),
+                source: format!("{} state {text:?} is not one settle writes", S::MACHINE).into(),
+            })
+        }
+
         fn event_view(row: &$row) -> Result<EventView, sqlx::Error> {
             Ok(EventView {
                 id: row.try_get("id")?,
                 source: row.try_get("source")?,
                 external_id: row.try_get("external_id")?,
-                status: row.try_get("status")?,
+                status: state_of(row, "status")?,
                 kind: row.try_get("kind")?,
                 movement_id: row.try_get("movement_id")?,
                 fingerprint: row.try_get("fingerprint")?,
@@ -40,8 +52,17 @@ macro_rules! view_rows {
                 source: row.try_get("source")?,
                 external_id: row.try_get("external_id")?,
                 kind: row.try_get("kind")?,
-                state: row.try_get("state")?,
-                error_class: row.try_get("error_class")?,
+                state: state_of(row, "state")?,
+                error_class: {
+                    let class: String = row.try_get("error_class")?;
+                    $crate::job::ErrorClass::parse(&class).ok_or_else(|| {
+                        sqlx::Error::ColumnDecode {
+                            index: "error_class".into(),
+                            source: format!("error class {class:?} is not one settle writes")
+                                .into(),
+                        }
+                    })?
+                },
                 error_code: row.try_get("error_code")?,
                 last_error: row.try_get("last_error")?,
                 attempts: row.try_get("attempts")?,
@@ -59,7 +80,20 @@ macro_rules! view_rows {
                 worker: row.try_get("worker")?,
                 started_at: row.try_get("started_at")?,
                 finished_at: row.try_get("finished_at")?,
-                outcome: row.try_get("outcome")?,
+                outcome: match row.try_get::<Option<String>, _>("outcome")? {
+                    None => None,
+                    Some(text) => {
+                        Some($crate::job::AttemptOutcome::parse(&text).ok_or_else(|| {
+                            sqlx::Error::ColumnDecode {
+                                index: "outcome".into(),
+                                source: format!(
+                                    "attempt outcome {text:?} is not one settle writes"
+                                )
+                                .into(),
+                            }
+                        })?)
+                    }
+                },
                 error_code: row.try_get("error_code")?,
                 error: row.try_get("error")?,
             })
@@ -86,7 +120,7 @@ macro_rules! view_rows {
                 event_id: row.try_get("event_id")?,
                 source: row.try_get("source")?,
                 external_id: row.try_get("external_id")?,
-                state: row.try_get("state")?,
+                state: state_of(row, "state")?,
                 deliveries: row.try_get("deliveries")?,
                 first_seen_at: row.try_get("first_seen_at")?,
                 last_seen_at: row.try_get("last_seen_at")?,

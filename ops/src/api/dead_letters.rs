@@ -10,6 +10,7 @@ use jobs::review::{
     DeadLetterDetail, DeadLetterFilter, DeadLetterState, DeadLetterSummary, Decided, Decision,
     Page, PageRequest,
 };
+use jobs::state::StateMachine;
 use serde::Deserialize;
 
 use utoipa::{IntoParams, ToSchema};

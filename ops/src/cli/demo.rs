@@ -584,7 +584,7 @@ async fn report(store: &jobs::Store, tally: &Tally) -> anyhow::Result<()> {
                 d.id.to_string(),
                 d.source.clone(),
                 d.external_id.clone(),
-                d.error_class.clone(),
+                d.error_class.to_string(),
                 d.error_code.clone(),
                 or_dash(Some(&d.last_error)),
             ]

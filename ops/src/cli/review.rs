@@ -5,6 +5,7 @@ use clap::{Args, Subcommand};
 use jobs::Store;
 use jobs::job::ErrorClass;
 use jobs::review::{DeadLetterFilter, DeadLetterState, Decision, PageRequest};
+use jobs::state::StateMachine;
 
 use super::table::{self, or_dash};
 use crate::actions::{self, Action, Report, parse_time};
@@ -215,11 +216,11 @@ pub async fn dead_letters(store: &Store, command: DeadLetterCommand) -> anyhow::
                 .map(|d| {
                     vec![
                         d.id.to_string(),
-                        d.state.clone(),
+                        d.state.to_string(),
                         d.source.clone(),
                         d.external_id.clone(),
                         or_dash(d.kind.as_ref()),
-                        d.error_class.clone(),
+                        d.error_class.to_string(),
                         d.error_code.clone(),
                         d.attempts.to_string(),
                         d.abandoned_at.format("%Y-%m-%d %H:%M:%S").to_string(),
@@ -430,7 +431,7 @@ pub async fn conflicts(store: &Store, command: ConflictCommand) -> anyhow::Resul
                 .map(|c| {
                     vec![
                         c.id.to_string(),
-                        c.state.clone(),
+                        c.state.to_string(),
                         c.event_id.to_string(),
                         c.source.clone(),
                         c.external_id.clone(),

@@ -6,6 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use jobs::review::{DeadLetterFilter, DeadLetterState, Decision, PageRequest};
+use jobs::state::StateMachine;
 use maud::html;
 use serde::Deserialize;
 
@@ -90,7 +91,7 @@ pub(super) async fn dead_letter(
             p { (e.source) " / " (e.external_id) " · status " strong id="event-status" { (e.status) } }
             @if let Some(facts) = &e.facts { pre { (serde_json::to_string_pretty(facts).unwrap_or_default()) } }
             @if let Some(error) = &e.validation_error { p.error { "Invalid facts: " (error) } }
-            @if d.state == "open" && session.caller.role.may_act() {
+            @if d.state == DeadLetterState::Open && session.caller.role.may_act() {
                 h2 { "Decide" }
                 form.action method="post" action=(format!("/dashboard/dead-letters/{id}/requeue")) {
                     input type="hidden" name="csrf" value=(session.csrf);
@@ -108,7 +109,7 @@ pub(super) async fn dead_letter(
                 tr { th { "Job" } th { "#" } th { "Started" } th { "Outcome" } th { "Error" } }
                 @for a in &detail.attempts {
                     tr { td { (a.job_id) } td.num { (a.attempt) } td { (a.started_at.format("%Y-%m-%d %H:%M:%S%.3f")) }
-                         td { (a.outcome.clone().unwrap_or_else(|| "running".into())) } td { (a.error.clone().unwrap_or_default()) } }
+                         td { (a.outcome.map_or("running", |o| o.as_str())) } td { (a.error.clone().unwrap_or_default()) } }
                 }
             }
             h2 { "Audit trail" }

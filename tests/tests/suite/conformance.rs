@@ -1,11 +1,11 @@
 //! The conformance suite: one test body, run against both backends (PostgreSQL and the embedded
-//! SQLite default). Every contract of the store (ARCHITECTURE.md, Invariants and State) that does
+//! SQLite default). Every contract of the store (ARCHITECTURE.md, Invariants and State machines) that does
 //! not depend on a backend's own machinery is here; assertions use SQL both backends speak.
 
 use std::collections::BTreeSet;
 
-use jobs::PostingRules;
 use jobs::job::{AttemptStart, JobRef, Posted};
+use jobs::{EventStatus, PostingRules};
 use ops::Role;
 use serde_json::{Value, json};
 use tests::TestApp;
@@ -45,6 +45,8 @@ conformance!(
     a_delivery_the_database_refuses_fails_alone_not_its_group,
     a_group_of_postings_larger_than_a_statement_posts_each_once_in_one_transaction,
     workers_with_two_groups_in_flight_post_every_event_once,
+    every_state_label_is_one_the_tables_accept,
+    starting_an_attempt_follows_the_start_rule_in_every_case,
 );
 
 async fn deliver(app: &TestApp, id: &str, body: &str) -> (u16, Value) {
@@ -105,7 +107,8 @@ async fn new_duplicate_and_conflicting_deliveries(backend: Backend) {
         1,
         "one job for the one event"
     );
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 async fn concurrent_identical_deliveries_record_once(backend: Backend) {
@@ -161,7 +164,8 @@ async fn invalid_facts_are_recorded_and_dead_lettered(backend: Backend) {
         1
     );
     assert_eq!(app.count("journal_entries").await, 0);
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 async fn a_movement_posts_once_and_replays_or_conflicts(backend: Backend) {
@@ -188,7 +192,8 @@ async fn a_movement_posts_once_and_replays_or_conflicts(backend: Backend) {
         .scalar("SELECT count(DISTINCT posted_entry_id) FROM settlement_events WHERE external_id IN ('msg_first', 'msg_same')")
         .await;
     assert_eq!(same, 1, "both events point at the one entry");
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 async fn transient_failures_retry_then_post_or_exhaust(backend: Backend) {
@@ -224,7 +229,8 @@ async fn transient_failures_retry_then_post_or_exhaust(backend: Backend) {
         .await,
         4
     );
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 async fn the_journal_events_and_audit_log_refuse_changes(backend: Backend) {
@@ -259,7 +265,8 @@ async fn the_journal_events_and_audit_log_refuse_changes(backend: Backend) {
     }
     assert_eq!(app.count("journal_lines").await, 3);
     assert_eq!(app.count("audit_log").await, 1);
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 async fn requeue_and_discard_are_audited_idempotent_transitions(backend: Backend) {
@@ -347,7 +354,8 @@ async fn requeue_and_discard_are_audited_idempotent_transitions(backend: Backend
     assert_eq!(redelivered["status"], "duplicate");
     assert_eq!(app.event_state("msg_bad").await.0, "discarded");
     assert_eq!(app.count("audit_log").await, 2, "no-ops write no audit row");
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 async fn balances_journal_and_reconciliation_read_the_same(backend: Backend) {
@@ -461,7 +469,8 @@ async fn a_restart_keeps_everything(backend: Backend) {
     assert_eq!(app.count("journal_entries").await, 20);
     let (_, replay) = deliver(&app, "msg_3", &charge("ch_3", "10.00", "0.30", "9.70")).await;
     assert_eq!(replay["status"], "duplicate");
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 /// settle writes how each job ended in the transaction that decided it: a posted job's queue row
@@ -517,7 +526,8 @@ async fn each_job_ends_in_the_transaction_that_decides_it(backend: Backend) {
         assert_eq!(status, "Killed", "{id}");
     }
     assert_eq!(app.jobs().await, 2, "only the two killed rows are left");
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 /// Group commit: starts and postings of many jobs share one transaction, yet each job gets
@@ -770,7 +780,8 @@ async fn a_job_whose_attempt_died_starts_again_only_alone(backend: Backend) {
         start("worker-c").await.expect("start"),
         AttemptStart::NothingToDo
     );
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 /// A canonical `charge_settled` event as the ingress hands it to the store.
@@ -830,7 +841,8 @@ async fn a_group_of_deliveries_inserts_only_free_keys_with_one_commit(backend: B
     assert!(matches!(replays[1][..], [jobs::Recorded::Conflict { .. }]));
     assert!(matches!(replays[2][..], [jobs::Recorded::Conflict { .. }]));
     assert_eq!(app.count("event_conflicts").await, 2);
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 /// Holds the database's write side (PostgreSQL: a lock on `settlement_events` that inserts wait
@@ -1024,7 +1036,8 @@ async fn a_group_of_postings_larger_than_a_statement_posts_each_once_in_one_tran
         1,
         "only the refused job's queue row is left"
     );
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 async fn workers_with_two_groups_in_flight_post_every_event_once(backend: Backend) {
@@ -1056,5 +1069,313 @@ async fn workers_with_two_groups_in_flight_post_every_event_once(backend: Backen
         300
     );
     assert_eq!(app.count("dead_letters").await, 0);
-    assert!(app.failed_invariants().await.is_empty());
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// The labels the state machines write (`jobs::state`) are exactly those the tables' `CHECK`
+/// constraints accept: each is accepted on a real row, and a label no machine has is refused.
+async fn every_state_label_is_one_the_tables_accept(backend: Backend) {
+    use jobs::job::{AttemptOutcome, ErrorClass};
+    use jobs::review::{ConflictState, DeadLetterState};
+    use jobs::state::StateMachine;
+
+    let app = spawn(AppOptions::on(backend)).await;
+    deliver(&app, "msg_ok", &charge("ch_1", "100.00", "3.20", "96.80")).await;
+    deliver(&app, "msg_ok", &charge("ch_1", "100.00", "3.00", "97.00")).await;
+    deliver(&app, "msg_bad", &charge("ch_2", "100.00", "3.20", "90.00")).await;
+    app.wait_settled(30).await;
+    assert_eq!(app.count("event_conflicts").await, 1);
+    assert_eq!(app.count("dead_letters").await, 1);
+
+    // (what, the statement with `{}` for the label, every label settle writes there)
+    let event_labels: Vec<&str> = EventStatus::STATES.iter().map(|s| s.label()).collect();
+    let outcomes: Vec<&str> = AttemptOutcome::ALL.iter().map(|o| o.as_str()).collect();
+    let dead_letter_labels: Vec<&str> = DeadLetterState::STATES.iter().map(|s| s.label()).collect();
+    let classes = [
+        ErrorClass::Permanent.as_str(),
+        ErrorClass::Exhausted.as_str(),
+    ];
+    let conflict_labels: Vec<&str> = ConflictState::STATES.iter().map(|s| s.label()).collect();
+    let columns: [(&str, &str, &[&str]); 5] = [
+        (
+            "settlement_events.status",
+            "UPDATE settlement_events SET status = '{}' WHERE external_id = 'msg_ok'",
+            &event_labels,
+        ),
+        (
+            "job_attempts.outcome",
+            "UPDATE job_attempts SET outcome = '{}', finished_at = started_at",
+            &outcomes,
+        ),
+        (
+            "dead_letters.state",
+            "UPDATE dead_letters SET state = '{}',
+                 decided_at = CASE WHEN '{}' = 'open' THEN NULL ELSE abandoned_at END,
+                 decided_by = CASE WHEN '{}' = 'open' THEN NULL ELSE 'ops' END",
+            &dead_letter_labels,
+        ),
+        (
+            "dead_letters.error_class",
+            "UPDATE dead_letters SET error_class = '{}'",
+            &classes,
+        ),
+        (
+            "event_conflicts.state",
+            "UPDATE event_conflicts SET state = '{}',
+                 resolved_at = CASE WHEN '{}' = 'open' THEN NULL ELSE first_seen_at END",
+            &conflict_labels,
+        ),
+    ];
+    for (column, statement, labels) in columns {
+        for label in labels.iter().copied().chain(["bogus"]) {
+            let sql = statement.replace("{}", label);
+            let answer = app.try_rolled_back(&sql).await;
+            if label == "bogus" {
+                let refused = answer.expect_err(&format!("{column} = bogus is refused"));
+                assert!(
+                    refused.to_lowercase().contains("check"),
+                    "{column}: {refused}"
+                );
+            } else {
+                assert!(
+                    answer.as_ref().is_ok_and(|rows| *rows > 0),
+                    "{column} = {label}: {answer:?}"
+                );
+            }
+        }
+    }
+}
+
+/// Each case of the start rule (`jobs::job::{start_gate, start_step}`), set up in the tables and
+/// started through the store: PostgreSQL answers with its PL/pgSQL fast path
+/// (`settle_start_attempt`), SQLite with the rule itself, and both must answer as the rule does
+/// and leave what the answer says (an attempt row, a dead letter, a killed or deleted job).
+async fn starting_an_attempt_follows_the_start_rule_in_every_case(backend: Backend) {
+    use jobs::job::{AttemptOutcome, start_gate, start_step};
+
+    let app = spawn(AppOptions {
+        role: Role::Ingress,
+        ..AppOptions::on(backend)
+    })
+    .await;
+    // (name, attempts already there as (number, outcome; None = still open), attempts_max,
+    // alone, what the rule must answer)
+    type Case = (
+        &'static str,
+        &'static [(u32, Option<&'static str>)],
+        u32,
+        bool,
+        AttemptStart,
+    );
+    let cases: [Case; 8] = [
+        ("fresh", &[], 3, false, AttemptStart::Run { attempt: 1 }),
+        (
+            "after_transient",
+            &[(1, Some("transient"))],
+            3,
+            false,
+            AttemptStart::Run { attempt: 2 },
+        ),
+        (
+            "found_dead",
+            &[(1, None)],
+            3,
+            false,
+            AttemptStart::Rescued { attempts: 1 },
+        ),
+        (
+            "suspect",
+            &[(1, Some("died"))],
+            3,
+            false,
+            AttemptStart::Suspect,
+        ),
+        (
+            "suspect_alone",
+            &[(1, Some("died"))],
+            3,
+            true,
+            AttemptStart::Run { attempt: 2 },
+        ),
+        (
+            "exhausted",
+            &[(1, Some("transient")), (2, Some("transient"))],
+            2,
+            false,
+            AttemptStart::Exhausted,
+        ),
+        (
+            "exhausted_dead",
+            &[(1, Some("transient")), (2, None)],
+            2,
+            false,
+            AttemptStart::Exhausted,
+        ),
+        (
+            "rescued_last",
+            &[(1, Some("transient")), (2, None)],
+            3,
+            false,
+            AttemptStart::Rescued { attempts: 2 },
+        ),
+    ];
+    // Each case twice: started alone (`settle_start_attempt` on PostgreSQL), then, but for the
+    // case that starts alone, in groups (`settle_start_attempts`, whose set-based path takes
+    // fresh jobs and hands the rest to the single start).
+    for grouped in [false, true] {
+        let mut prepared = Vec::new();
+        for (i, &(name, attempts, attempts_max, alone, expected)) in cases.iter().enumerate() {
+            if grouped && alone {
+                continue;
+            }
+            let id = format!("msg_{name}_{grouped}");
+            deliver(
+                &app,
+                &id,
+                &charge(&format!("ch_{i}_{grouped}"), "10.00", "0.30", "9.70"),
+            )
+            .await;
+            let job = app.job_of(&id).await;
+            for (number, outcome) in attempts {
+                let finished = outcome.map_or("NULL".to_owned(), |o| format!("'{o}'"));
+                let finished_at = if outcome.is_some() {
+                    "'2026-12-04T00:00:01Z'"
+                } else {
+                    "NULL"
+                };
+                app.exec(&format!(
+                "INSERT INTO job_attempts (event_id, job_id, attempt, worker, started_at, finished_at, outcome, error_code)
+                 VALUES ({}, '{}', {number}, 'w', '2026-12-04T00:00:00Z', {finished_at}, {finished},
+                         CASE WHEN {finished} IS NULL THEN NULL ELSE 'upstream_unavailable' END)",
+                job.event_id.get(),
+                job.job_id
+            ))
+            .await
+            .expect("attempt");
+            }
+            // The rule, on the facts just written.
+            assert_eq!(
+                start_gate(Some((EventStatus::Recorded, &job.job_id)), &job.job_id),
+                None
+            );
+            let died_now = attempts.iter().filter(|(_, o)| o.is_none()).count();
+            let last = attempts.last().map(|(_, o)| {
+                o.map_or(AttemptOutcome::Died, |o| {
+                    AttemptOutcome::parse(o).expect("outcome")
+                })
+            });
+            let started = attempts.last().map_or(0, |(n, _)| *n);
+            let ruled = start_step(started, died_now, last, attempts_max, alone);
+            assert_eq!(ruled, expected, "{name}: the rule");
+            prepared.push((name, id, job, died_now, ruled, attempts_max, alone));
+        }
+        let mut answers = Vec::new();
+        if grouped {
+            for max in [2, 3] {
+                let group: Vec<_> = prepared.iter().filter(|p| p.5 == max).collect();
+                let starts: Vec<(JobRef, String)> = group
+                    .iter()
+                    .map(|p| (p.2.clone(), "w2".to_owned()))
+                    .collect();
+                let answered = app.store.start_attempts(&starts, max, 1_000).await;
+                for (p, answer) in group.into_iter().zip(answered) {
+                    answers.push((p.clone(), answer.expect("start")));
+                }
+            }
+        } else {
+            for p in &prepared {
+                let (job, max) = (&p.2, p.5);
+                let answer = if p.6 {
+                    app.store.start_attempt_alone(job, "w2", max, 1_000).await
+                } else {
+                    app.store.start_attempt(job, "w2", max, 1_000).await
+                };
+                answers.push((p.clone(), answer.expect("start")));
+            }
+        }
+        for ((name, id, job, died_now, ruled, _, _), answered) in answers {
+            let name = format!("{name} (grouped: {grouped})");
+            assert_eq!(answered, ruled, "{name}: the store");
+            let (status, code) = app.event_state(&id).await;
+            let open = app
+                .scalar(&format!(
+                    "SELECT count(*) FROM job_attempts WHERE job_id = '{}' AND finished_at IS NULL",
+                    job.job_id
+                ))
+                .await;
+            match answered {
+                AttemptStart::Run { attempt } => {
+                    assert_eq!((status.as_str(), open), ("recorded", 1), "{name}");
+                    let n = app
+                    .scalar(&format!(
+                        "SELECT CAST(max(attempt) AS BIGINT) FROM job_attempts WHERE job_id = '{}'",
+                        job.job_id
+                    ))
+                    .await;
+                    assert_eq!(n, i64::from(attempt), "{name}");
+                }
+                AttemptStart::Exhausted => {
+                    assert_eq!((status.as_str(), open), ("abandoned", 0), "{name}");
+                    // The dead letter carries the last attempt's error: a worker's death when that
+                    // attempt was found open.
+                    let last_error = if died_now > 0 {
+                        "worker_died"
+                    } else {
+                        "upstream_unavailable"
+                    };
+                    assert_eq!(
+                        code.as_deref(),
+                        Some(last_error),
+                        "{name}: the last attempt's error"
+                    );
+                    let killed = app.job_row(&id).await.map(|(status, _, _)| status);
+                    assert_eq!(killed.as_deref(), Some("Killed"), "{name}");
+                }
+                _ => assert_eq!(
+                    (status.as_str(), open),
+                    ("recorded", 0),
+                    "{name}: nothing started"
+                ),
+            }
+        }
+    }
+
+    // The first part of the rule: a job its event no longer waits for, and a job of no event.
+    deliver(
+        &app,
+        "msg_requeued",
+        &charge("ch_gate", "10.00", "0.30", "9.70"),
+    )
+    .await;
+    let current = app.job_of("msg_requeued").await;
+    let old = JobRef {
+        job_id: "01JOBTHEEVENTNOLONGERWAITSFOR".into(),
+        event_id: current.event_id,
+    };
+    assert_eq!(
+        start_gate(Some((EventStatus::Recorded, &current.job_id)), &old.job_id),
+        Some(AttemptStart::NothingToDo)
+    );
+    assert_eq!(
+        app.store
+            .start_attempt(&old, "w2", 3, 1_000)
+            .await
+            .expect("start"),
+        AttemptStart::NothingToDo
+    );
+    let stray = JobRef {
+        job_id: "01JOBOFNOEVENT".into(),
+        event_id: jobs::EventId::new(987_654_321),
+    };
+    assert_eq!(start_gate(None, &stray.job_id), Some(AttemptStart::Stray));
+    assert_eq!(
+        app.store
+            .start_attempt(&stray, "w2", 3, 1_000)
+            .await
+            .expect("start"),
+        AttemptStart::Stray
+    );
+    let failed = app.failed_invariants().await;
+    assert!(failed.is_empty(), "{failed:?}");
 }

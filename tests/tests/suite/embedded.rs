@@ -228,7 +228,7 @@ async fn serve_with_only_sources_runs_on_sqlite_and_a_kill_9_loses_nothing_ackno
             .await
             .expect("read")
             .expect("every acknowledged delivery is kept");
-        assert_eq!(event.status, "posted");
+        assert_eq!(event.status, jobs::EventStatus::Posted);
     }
     let failed: Vec<_> = store
         .verify()

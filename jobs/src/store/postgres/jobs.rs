@@ -15,6 +15,7 @@ use crate::job::{
 };
 use crate::posting::PostingRules;
 use crate::record::EventStatus;
+use crate::state::{AttemptState, StateMachine, Transition};
 use crate::store::StoreError;
 
 /// The error a died attempt is recorded with.
@@ -463,38 +464,29 @@ pub(super) async fn enqueue_fresh_jobs(
     Ok(done.rows_affected())
 }
 
-/// The one transition function of the event state machine.
+/// Writes a move of the event state machine (made by `StateMachine::transition`): refused when
+/// the event is no longer in the move's `from` state.
 pub(super) async fn set_event_status(
     conn: &mut PgConnection,
     event_id: EventId,
-    from: EventStatus,
-    to: EventStatus,
+    transition: Transition<EventStatus>,
     posted_entry_id: Option<i64>,
 ) -> Result<(), StoreError> {
-    if !from.can_become(to) {
-        return Err(StoreError::InvalidTransition {
-            from: from.as_str(),
-            to: to.as_str(),
-        });
-    }
     let done = sqlx::query(
         "UPDATE settlement_events
          SET status = $3, status_changed_at = now(), posted_entry_id = coalesce($4, posted_entry_id)
          WHERE id = $1 AND status = $2",
     )
     .bind(event_id.get())
-    .bind(from.as_str())
-    .bind(to.as_str())
+    .bind(transition.from().label())
+    .bind(transition.to().label())
     .bind(posted_entry_id)
     .execute(&mut *conn)
     .await?;
     if done.rows_affected() == 1 {
         Ok(())
     } else {
-        Err(StoreError::InvalidTransition {
-            from: from.as_str(),
-            to: to.as_str(),
-        })
+        Err(transition.stale())
     }
 }
 
@@ -560,8 +552,7 @@ async fn abandon(
     set_event_status(
         conn,
         job.event_id,
-        EventStatus::Recorded,
-        EventStatus::Abandoned,
+        EventStatus::Recorded.transition(EventStatus::Abandoned)?,
         None,
     )
     .await
@@ -580,7 +571,12 @@ pub(super) async fn finish_attempt(
     )
     .bind(&job.job_id)
     .bind(attempt as i32)
-    .bind(outcome.as_str())
+    .bind(
+        AttemptState::Started
+            .transition(outcome.into())?
+            .to()
+            .label(),
+    )
     .bind(error.map(PostError::code))
     .bind(error.map(ToString::to_string))
     .execute(&mut *conn)
@@ -604,8 +600,8 @@ async fn retry_later(
     )
     .bind(job_id)
     .bind(i64::try_from(delay_ms).unwrap_or(i64::MAX))
-    .bind(QueueStatus::Pending.as_str())
-    .bind(QueueStatus::Killed.as_str())
+    .bind(QueueStatus::Queued.transition(QueueStatus::Pending)?.to().label())
+    .bind(QueueStatus::Killed.label())
     .bind(worker)
     .execute(&mut *conn)
     .await?;
@@ -625,7 +621,12 @@ pub(super) async fn complete_job(conn: &mut PgConnection, job_id: &str) -> Resul
 async fn kill_job(conn: &mut PgConnection, job_id: &str) -> Result<(), StoreError> {
     sqlx::query("UPDATE apalis.jobs SET status = $2, done_at = now() WHERE id = $1")
         .bind(job_id)
-        .bind(QueueStatus::Killed.as_str())
+        .bind(
+            QueueStatus::Queued
+                .transition(QueueStatus::Killed)?
+                .to()
+                .label(),
+        )
         .execute(&mut *conn)
         .await?;
     Ok(())

@@ -16,6 +16,7 @@ use super::jobs::{
 use crate::job::{AttemptOutcome, PostError, Posted};
 use crate::movement::MovementEntry;
 use crate::record::EventStatus;
+use crate::state::StateMachine;
 use crate::store::movements::{
     Existing, Plan, RACED, ResolvedPost, alias_legacy, lookup_keys, plan,
 };
@@ -360,6 +361,8 @@ async fn finish_postings(
     ready: &[usize],
     entries: &HashMap<String, i64>,
 ) -> Result<(), PostError> {
+    // Every event posted here moves recorded -> posted.
+    let posted_move = EventStatus::Recorded.transition(EventStatus::Posted)?;
     let (mut tie_entries, mut tie_sources, mut tie_payouts, mut tie_events) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut events, mut firsts, mut jobs, mut attempts) =
@@ -444,19 +447,15 @@ async fn finish_postings(
     .bind(&firsts)
     .bind(&jobs)
     .bind(&attempts)
-    .bind(EventStatus::Posted.as_str())
-    .bind(EventStatus::Recorded.as_str())
+    .bind(posted_move.to().label())
+    .bind(posted_move.from().label())
     .bind(AttemptOutcome::Posted.as_str())
     .fetch_one(&mut *conn)
     .await
     .map_err(StoreError::from)?;
     // The caller holds each event's lock and saw it recorded: this cannot happen.
     if posted != events.len() as i64 {
-        return Err(StoreError::InvalidTransition {
-            from: EventStatus::Recorded.as_str(),
-            to: EventStatus::Posted.as_str(),
-        }
-        .into());
+        return Err(posted_move.stale().into());
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ use crate::job::{AttemptOutcome, JobRef, PostError, Posted, ProviderError};
 use crate::money::Currency;
 use crate::posting::{self, EntryDraft, Line, PostingRules};
 use crate::record::EventStatus;
+use crate::state::StateMachine;
 use crate::store::{STATEMENT_BYTES_MAX, StoreError, split_by_bytes};
 
 /// How posting one locked event ended, with the transaction still usable. (An `Err` beside it
@@ -161,8 +162,7 @@ pub(super) async fn post_locked(
     set_event_status(
         tx,
         job.event_id,
-        EventStatus::Recorded,
-        EventStatus::Posted,
+        EventStatus::Recorded.transition(EventStatus::Posted)?,
         Some(entry_id),
     )
     .await?;
@@ -301,6 +301,8 @@ async fn insert_postings_in_one_statement(
     if postings.is_empty() {
         return Ok(std::collections::HashMap::new());
     }
+    // Every event of the statement moves recorded -> posted.
+    let posted_move = EventStatus::Recorded.transition(EventStatus::Posted)?;
     let event_ids: Vec<i64> = postings.iter().map(|p| p.job.event_id.get()).collect();
     let job_ids: Vec<&str> = postings.iter().map(|p| p.job.job_id.as_str()).collect();
     let source_keys: Vec<&str> = postings
@@ -396,8 +398,8 @@ async fn insert_postings_in_one_statement(
     .bind(&accounts)
     .bind(&currencies)
     .bind(&amounts)
-    .bind(EventStatus::Posted.as_str())
-    .bind(EventStatus::Recorded.as_str())
+    .bind(posted_move.to().label())
+    .bind(posted_move.from().label())
     .bind(AttemptOutcome::Posted.as_str())
     .fetch_all(&mut *conn)
     .await
@@ -407,11 +409,7 @@ async fn insert_postings_in_one_statement(
         .first()
         .is_some_and(|&(_, _, posted)| posted != rows.len() as i64)
     {
-        return Err(StoreError::InvalidTransition {
-            from: EventStatus::Recorded.as_str(),
-            to: EventStatus::Posted.as_str(),
-        }
-        .into());
+        return Err(posted_move.stale().into());
     }
     Ok(rows
         .into_iter()

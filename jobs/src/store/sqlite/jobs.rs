@@ -11,11 +11,12 @@ use crate::event::{Kind, SettlementEvent};
 use crate::ids::{EventId, SourceName};
 use crate::job::{
     AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, PostError, Posted,
-    ProviderError, QueueStatus,
+    ProviderError, QueueStatus, start_gate, start_step,
 };
 use crate::money::Currency;
 use crate::posting::{self, EntryDraft, Line, PostingRules};
 use crate::record::EventStatus;
+use crate::state::{AttemptState, StateMachine, Transition};
 use crate::store::StoreError;
 use tracing::debug;
 
@@ -267,13 +268,17 @@ async fn start_in(
     attempts_max: u32,
     alone: bool,
 ) -> Result<AttemptStart, StoreError> {
-    let Some((status, current_job)) = event_state(&mut *conn, job.event_id).await? else {
-        kill_job(&mut *conn, &job.job_id).await?;
-        return Ok(AttemptStart::Stray);
-    };
-    if status != EventStatus::Recorded || current_job != job.job_id {
-        complete_job(&mut *conn, &job.job_id).await?;
-        return Ok(AttemptStart::NothingToDo);
+    let event = event_state(&mut *conn, job.event_id).await?;
+    match start_gate(event.as_ref().map(|(s, j)| (*s, j.as_str())), &job.job_id) {
+        Some(AttemptStart::Stray) => {
+            kill_job(&mut *conn, &job.job_id).await?;
+            return Ok(AttemptStart::Stray);
+        }
+        Some(answer) => {
+            complete_job(&mut *conn, &job.job_id).await?;
+            return Ok(answer);
+        }
+        None => {}
     }
     let died: Vec<i64> = sqlx::query_scalar(
             "UPDATE job_attempts SET finished_at = ?2, outcome = ?3, error_code = 'worker_died', error = ?4
@@ -281,7 +286,7 @@ async fn start_in(
         )
         .bind(&job.job_id)
         .bind(now())
-        .bind(AttemptOutcome::Died.as_str())
+        .bind(AttemptState::Started.transition(AttemptState::Died)?.to().label())
         .bind(DIED)
         .fetch_all(&mut *conn)
         .await?;
@@ -294,27 +299,24 @@ async fn start_in(
     .await?;
     let (started, last_outcome) = last.unwrap_or((0, None));
     let started = u32::try_from(started).unwrap_or(0);
-    let outcome = if started >= attempts_max {
-        let (code, error) = last_error(&mut *conn, &job.job_id).await?;
-        abandon(
-            &mut *conn,
-            job,
-            ErrorClass::Exhausted,
-            &code,
-            &error,
-            started,
-        )
-        .await?;
-        kill_job(&mut *conn, &job.job_id).await?;
-        AttemptStart::Exhausted
-    } else if !died.is_empty() {
-        AttemptStart::Rescued { attempts: started }
-    } else {
-        if last_outcome.as_deref() == Some(AttemptOutcome::Died.as_str()) && !alone {
-            return Ok(AttemptStart::Suspect);
+    let last_outcome = last_outcome.as_deref().and_then(AttemptOutcome::parse);
+    let answer = start_step(started, died.len(), last_outcome, attempts_max, alone);
+    match answer {
+        AttemptStart::Exhausted => {
+            let (code, error) = last_error(&mut *conn, &job.job_id).await?;
+            abandon(
+                &mut *conn,
+                job,
+                ErrorClass::Exhausted,
+                &code,
+                &error,
+                started,
+            )
+            .await?;
+            kill_job(&mut *conn, &job.job_id).await?;
         }
-        let attempt = started + 1;
-        sqlx::query("INSERT INTO job_attempts (event_id, job_id, attempt, worker, started_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+        AttemptStart::Run { attempt } => {
+            sqlx::query("INSERT INTO job_attempts (event_id, job_id, attempt, worker, started_at) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .bind(job.event_id.get())
                 .bind(&job.job_id)
                 .bind(i64::from(attempt))
@@ -322,9 +324,10 @@ async fn start_in(
                 .bind(now())
                 .execute(&mut *conn)
                 .await?;
-        AttemptStart::Run { attempt }
-    };
-    Ok(outcome)
+        }
+        _ => {}
+    }
+    Ok(answer)
 }
 
 /// A posting (see `Store::post`), in the caller's write transaction. On an error some of it may
@@ -421,8 +424,7 @@ async fn post_in(
     set_event_status(
         &mut *conn,
         job.event_id,
-        EventStatus::Recorded,
-        EventStatus::Posted,
+        EventStatus::Recorded.transition(EventStatus::Posted)?,
         Some(entry_id),
     )
     .await?;
@@ -448,29 +450,22 @@ pub(super) async fn enqueue_fresh_jobs(
     Ok(event_ids.len() as u64)
 }
 
-/// The one transition function of the event state machine.
+/// Writes a move of the event state machine (made by `StateMachine::transition`): refused when
+/// the event is no longer in the move's `from` state.
 pub(super) async fn set_event_status(
     conn: &mut SqliteConnection,
     event_id: EventId,
-    from: EventStatus,
-    to: EventStatus,
+    transition: Transition<EventStatus>,
     posted_entry_id: Option<i64>,
 ) -> Result<(), StoreError> {
-    let invalid = || StoreError::InvalidTransition {
-        from: from.as_str(),
-        to: to.as_str(),
-    };
-    if !from.can_become(to) {
-        return Err(invalid());
-    }
     let done = sqlx::query(
         "UPDATE settlement_events
          SET status = ?3, status_changed_at = ?4, posted_entry_id = coalesce(?5, posted_entry_id)
          WHERE id = ?1 AND status = ?2",
     )
     .bind(event_id.get())
-    .bind(from.as_str())
-    .bind(to.as_str())
+    .bind(transition.from().label())
+    .bind(transition.to().label())
     .bind(now())
     .bind(posted_entry_id)
     .execute(&mut *conn)
@@ -478,7 +473,7 @@ pub(super) async fn set_event_status(
     if done.rows_affected() == 1 {
         Ok(())
     } else {
-        Err(invalid())
+        Err(transition.stale())
     }
 }
 
@@ -523,8 +518,7 @@ async fn abandon(
     set_event_status(
         conn,
         job.event_id,
-        EventStatus::Recorded,
-        EventStatus::Abandoned,
+        EventStatus::Recorded.transition(EventStatus::Abandoned)?,
         None,
     )
     .await
@@ -544,7 +538,12 @@ pub(super) async fn finish_attempt(
     .bind(&job.job_id)
     .bind(i64::from(attempt))
     .bind(now())
-    .bind(outcome.as_str())
+    .bind(
+        AttemptState::Started
+            .transition(outcome.into())?
+            .to()
+            .label(),
+    )
     .bind(error.map(PostError::code))
     .bind(error.map(ToString::to_string))
     .execute(&mut *conn)
@@ -588,8 +587,13 @@ async fn retry_later(
     )
     .bind(job_id)
     .bind(run_at)
-    .bind(QueueStatus::Pending.as_str())
-    .bind(QueueStatus::Killed.as_str())
+    .bind(
+        QueueStatus::Queued
+            .transition(QueueStatus::Pending)?
+            .to()
+            .label(),
+    )
+    .bind(QueueStatus::Killed.label())
     .bind(worker)
     .execute(&mut *conn)
     .await?;
@@ -612,7 +616,12 @@ pub(super) async fn complete_job(
 async fn kill_job(conn: &mut SqliteConnection, job_id: &str) -> Result<(), StoreError> {
     sqlx::query("UPDATE Jobs SET status = ?2, done_at = ?3 WHERE id = ?1")
         .bind(job_id)
-        .bind(QueueStatus::Killed.as_str())
+        .bind(
+            QueueStatus::Queued
+                .transition(QueueStatus::Killed)?
+                .to()
+                .label(),
+        )
         .bind(now().timestamp())
         .execute(&mut *conn)
         .await?;

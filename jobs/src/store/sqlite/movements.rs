@@ -11,6 +11,7 @@ use super::jobs::{EntryRow, complete_job, finish_attempt, insert_entry, set_even
 use super::{SqliteStore, now};
 use crate::job::{AttemptOutcome, PostError, Posted};
 use crate::record::EventStatus;
+use crate::state::StateMachine;
 use crate::store::StoreError;
 use crate::store::movements::{Existing, Plan, ResolvedPost, alias_legacy, lookup_keys, plan};
 
@@ -201,8 +202,7 @@ async fn post_resolved_in(
     set_event_status(
         &mut *conn,
         post.job.event_id,
-        EventStatus::Recorded,
-        EventStatus::Posted,
+        EventStatus::Recorded.transition(EventStatus::Posted)?,
         ids.first().copied(),
     )
     .await?;

@@ -9,10 +9,11 @@ use super::{SqliteStore, now};
 use crate::ids::EventId;
 use crate::record::EventStatus;
 use crate::review::{
-    AttemptView, AuditView, ConflictDetail, ConflictView, DeadLetterDetail, DeadLetterFilter,
-    DeadLetterState, DeadLetterSummary, Decided, Decision, DecisionError, EventView, Page,
-    PageRequest,
+    AttemptView, AuditView, ConflictDetail, ConflictState, ConflictView, DeadLetterDetail,
+    DeadLetterFilter, DeadLetterState, DeadLetterSummary, Decided, Decision, DecisionError,
+    EventView, Page, PageRequest, Step, conflict_step, dead_letter_step,
 };
+use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
 
 use crate::store::rows::{CONFLICT_COLUMNS, DEAD_LETTER_COLUMNS, EVENT_COLUMNS};
@@ -125,28 +126,20 @@ impl SqliteStore {
     ) -> Result<Decided, DecisionError> {
         let mut tx = self.write().await?;
         let (state, event_id) = lock_dead_letter(&mut tx, id).await?;
-        match state {
-            DeadLetterState::Requeued => {
-                if let Some(newer) = open_dead_letter_of(&mut tx, event_id).await? {
-                    return Err(DecisionError::AlreadyDecided(format!(
-                        "dead letter {id} was requeued and failed again as dead letter {newer}; act on {newer}"
-                    )));
-                }
-                return Ok(unchanged(id, event_id, state));
-            }
-            DeadLetterState::Discarded => {
+        let Step::Apply(transition) = dead_letter_step(id, state, DeadLetterState::Requeued)?
+        else {
+            if let Some(newer) = open_dead_letter_of(&mut tx, event_id).await? {
                 return Err(DecisionError::AlreadyDecided(format!(
-                    "dead letter {id} was discarded"
+                    "dead letter {id} was requeued and failed again as dead letter {newer}; act on {newer}"
                 )));
             }
-            DeadLetterState::Open => {}
-        }
+            return Ok(unchanged(id, event_id, state));
+        };
         let event = EventId::new(event_id);
         set_event_status(
             &mut tx,
             event,
-            EventStatus::Abandoned,
-            EventStatus::Recorded,
+            EventStatus::Abandoned.transition(EventStatus::Recorded)?,
             None,
         )
         .await?;
@@ -156,22 +149,15 @@ impl SqliteStore {
                 .bind(event_id)
                 .fetch_one(&mut *tx)
                 .await?;
-        decide_dead_letter(
-            &mut tx,
-            id,
-            DeadLetterState::Requeued,
-            decision,
-            Some(&job_id),
-        )
-        .await?;
+        decide_dead_letter(&mut tx, id, transition, decision, Some(&job_id)).await?;
         audit(
             &mut tx,
             decision,
             "dead_letter.requeue",
             ("dead_letter", id),
             event_id,
-            state,
-            DeadLetterState::Requeued,
+            transition.from(),
+            transition.to(),
         )
         .await?;
         tx.commit().await?;
@@ -180,7 +166,7 @@ impl SqliteStore {
             subject_id: id,
             event_id,
             changed: true,
-            state: DeadLetterState::Requeued.as_str().into(),
+            state: transition.to().as_str().into(),
             job_id: Some(job_id),
         })
     }
@@ -190,37 +176,29 @@ impl SqliteStore {
         id: i64,
         decision: &Decision,
     ) -> Result<Decided, DecisionError> {
-        if decision.reason.trim().is_empty() {
-            return Err(DecisionError::ReasonRequired);
-        }
+        decision.require_reason()?;
         let mut tx = self.write().await?;
         let (state, event_id) = lock_dead_letter(&mut tx, id).await?;
-        match state {
-            DeadLetterState::Discarded => return Ok(unchanged(id, event_id, state)),
-            DeadLetterState::Requeued => {
-                return Err(DecisionError::AlreadyDecided(format!(
-                    "dead letter {id} was requeued; its event is no longer in the dead letter"
-                )));
-            }
-            DeadLetterState::Open => {}
-        }
+        let Step::Apply(transition) = dead_letter_step(id, state, DeadLetterState::Discarded)?
+        else {
+            return Ok(unchanged(id, event_id, state));
+        };
         set_event_status(
             &mut tx,
             EventId::new(event_id),
-            EventStatus::Abandoned,
-            EventStatus::Discarded,
+            EventStatus::Abandoned.transition(EventStatus::Discarded)?,
             None,
         )
         .await?;
-        decide_dead_letter(&mut tx, id, DeadLetterState::Discarded, decision, None).await?;
+        decide_dead_letter(&mut tx, id, transition, decision, None).await?;
         audit(
             &mut tx,
             decision,
             "dead_letter.discard",
             ("dead_letter", id),
             event_id,
-            state,
-            DeadLetterState::Discarded,
+            transition.from(),
+            transition.to(),
         )
         .await?;
         tx.commit().await?;
@@ -228,7 +206,7 @@ impl SqliteStore {
             subject_id: id,
             event_id,
             changed: true,
-            state: DeadLetterState::Discarded.as_str().into(),
+            state: transition.to().as_str().into(),
             job_id: None,
         })
     }
@@ -298,9 +276,7 @@ impl SqliteStore {
         id: i64,
         decision: &Decision,
     ) -> Result<Decided, DecisionError> {
-        if decision.reason.trim().is_empty() {
-            return Err(DecisionError::ReasonRequired);
-        }
+        decision.require_reason()?;
         let mut tx = self.write().await?;
         let row: Option<(String, i64)> =
             sqlx::query_as("SELECT state, event_id FROM event_conflicts WHERE id = ?1")
@@ -308,33 +284,40 @@ impl SqliteStore {
                 .fetch_optional(&mut *tx)
                 .await?;
         let (state, event_id) = row.ok_or(DecisionError::NotFound("conflict"))?;
-        if state == "resolved" {
+        let state = ConflictState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("conflict {id} has state {state:?}")))?;
+        let Step::Apply(transition) = conflict_step(id, state, ConflictState::Resolved)? else {
             return Ok(Decided {
                 subject_id: id,
                 event_id,
                 changed: false,
-                state,
+                state: state.as_str().into(),
                 job_id: None,
             });
-        }
-        sqlx::query(
-            "UPDATE event_conflicts SET state = 'resolved', resolved_at = ?4, resolved_by = ?2,
+        };
+        let done = sqlx::query(
+            "UPDATE event_conflicts SET state = ?5, resolved_at = ?4, resolved_by = ?2,
                  resolution_reason = ?3
-             WHERE id = ?1 AND state = 'open'",
+             WHERE id = ?1 AND state = ?6",
         )
         .bind(id)
         .bind(&decision.actor)
         .bind(&decision.reason)
         .bind(now())
+        .bind(transition.to().label())
+        .bind(transition.from().label())
         .execute(&mut *tx)
         .await?;
+        if done.rows_affected() != 1 {
+            return Err(transition.stale().into());
+        }
         insert_audit(
             &mut tx,
             decision,
             "conflict.resolve",
             ("conflict", id),
             event_id,
-            ("open", "resolved"),
+            (transition.from().label(), transition.to().label()),
         )
         .await?;
         tx.commit().await?;
@@ -342,7 +325,7 @@ impl SqliteStore {
             subject_id: id,
             event_id,
             changed: true,
-            state: "resolved".into(),
+            state: transition.to().as_str().into(),
             job_id: None,
         })
     }
@@ -406,29 +389,23 @@ async fn open_dead_letter_of(
     )
 }
 
-/// The one transition function of the dead-letter state machine.
+/// Writes a dead-letter decision (a move made by `StateMachine::transition`): refused when the
+/// dead letter is no longer in the move's `from` state.
 async fn decide_dead_letter(
     conn: &mut SqliteConnection,
     id: i64,
-    to: DeadLetterState,
+    transition: Transition<DeadLetterState>,
     decision: &Decision,
     requeued_job_id: Option<&str>,
 ) -> Result<(), StoreError> {
-    let from = DeadLetterState::Open;
-    if !from.can_become(to) {
-        return Err(StoreError::InvalidTransition {
-            from: from.as_str(),
-            to: to.as_str(),
-        });
-    }
     let done = sqlx::query(
         "UPDATE dead_letters SET state = ?3, decided_at = ?7, decided_by = ?4, decision_reason = ?5,
              requeued_job_id = ?6
          WHERE id = ?1 AND state = ?2",
     )
     .bind(id)
-    .bind(from.as_str())
-    .bind(to.as_str())
+    .bind(transition.from().label())
+    .bind(transition.to().label())
     .bind(&decision.actor)
     .bind(&decision.reason)
     .bind(requeued_job_id)
@@ -438,10 +415,7 @@ async fn decide_dead_letter(
     if done.rows_affected() == 1 {
         Ok(())
     } else {
-        Err(StoreError::InvalidTransition {
-            from: from.as_str(),
-            to: to.as_str(),
-        })
+        Err(transition.stale())
     }
 }
 
