@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use jobs::EventId;
+use ledger::EventId;
 use serde_json::json;
 
 use crate::provider::Rejection;

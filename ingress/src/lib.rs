@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::post;
-use jobs::Store;
+use ledger::Store;
 use recorder::Recorder;
 
 pub use error::IngressError;

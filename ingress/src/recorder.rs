@@ -11,9 +11,9 @@
 
 use std::sync::Arc;
 
-use jobs::group::Grouper;
-use jobs::store::{STATEMENT_BYTES_MAX, split_by_bytes};
-use jobs::{EventId, NewEvent, Recorded, Store, StoreError};
+use ledger::group::Grouper;
+use ledger::store::{STATEMENT_BYTES_MAX, split_by_bytes};
+use ledger::{EventId, NewEvent, Recorded, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 

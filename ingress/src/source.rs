@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use base64::Engine;
-use jobs::SourceName;
+use ledger::SourceName;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A secret as configured (`whsec_...`, an Adyen HMAC key). Its Debug and Display never print it.

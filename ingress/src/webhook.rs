@@ -6,7 +6,7 @@ use axum::body::{Body, to_bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use jobs::{Content, Recorded};
+use ledger::{Content, Recorded};
 use serde_json::json;
 use tracing::{info, instrument, warn};
 

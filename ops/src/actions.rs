@@ -4,8 +4,8 @@
 //! across a whole batch).
 
 use chrono::{DateTime, NaiveDate, Utc};
-use jobs::Store;
-use jobs::review::{
+use ledger::Store;
+use ledger::review::{
     BULK_LIMIT_MAX, DeadLetterFilter, DeadLetterState, Decision, DecisionError, PageRequest, Step,
     dead_letter_step,
 };
@@ -65,7 +65,7 @@ pub async fn matching(
     store: &Store,
     filter: &DeadLetterFilter,
     limit: u32,
-) -> Result<Vec<i64>, jobs::StoreError> {
+) -> Result<Vec<i64>, ledger::StoreError> {
     let filter = DeadLetterFilter {
         state: Some(DeadLetterState::Open),
         ..filter.clone()

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::Router;
 use ingress::Ingress;
-use jobs::Store;
+use ledger::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use workers::Workers;

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use chrono::{Days, NaiveDate};
 use futures::Stream;
-use jobs::SourceName;
-use jobs::Store;
-use jobs::finance::{EntryView, JournalCursor, JournalFilter, exact};
-use jobs::posting::{Accounts, PostingRules};
+use ledger::SourceName;
+use ledger::Store;
+use ledger::finance::{EntryView, JournalCursor, JournalFilter, exact};
+use ledger::posting::{Accounts, PostingRules};
 use rust_decimal::Decimal;
 
 /// Entries read per page.
@@ -292,7 +292,7 @@ pub fn stream(
     format: Format,
     filter: JournalFilter,
     rules: PostingRules,
-) -> impl Stream<Item = Result<String, jobs::StoreError>> {
+) -> impl Stream<Item = Result<String, ledger::StoreError>> {
     struct State {
         store: Store,
         filter: JournalFilter,

@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use jobs::Store;
+use ledger::Store;
 use serde_json::json;
 use tokio::sync::Mutex;
 use workers::WorkerHealth;

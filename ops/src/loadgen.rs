@@ -493,7 +493,7 @@ fn minor(cents: i64) -> String {
 /// Checks the store against the run: every event of the run acknowledged and stored exactly
 /// once, nothing else stored under its prefix, and every conflict that was answered kept.
 pub async fn verify(
-    store: &jobs::Store,
+    store: &ledger::Store,
     options: &LoadOptions,
     report: &LoadReport,
 ) -> anyhow::Result<()> {
@@ -564,7 +564,7 @@ pub async fn command(
         print(&report);
     }
     if let Some(url) = database_url {
-        let store = jobs::Store::connect(&url, &jobs::StoreOptions::default())
+        let store = ledger::Store::connect(&url, &ledger::StoreOptions::default())
             .await
             .context("cannot connect to verify")?;
         let result = verify(&store, &options, &report).await;

@@ -1,7 +1,7 @@
 //! `settle verify`: every invariant of ARCHITECTURE.md, Invariants, on the configured store.
 
 use anyhow::bail;
-use jobs::Store;
+use ledger::Store;
 
 pub async fn run(store: &Store, json: bool) -> anyhow::Result<()> {
     let checks = store.verify().await?;

@@ -250,7 +250,7 @@ SELECT id FROM new_event;
 
 /// Fills the store with `BACKLOG` recorded events and their jobs, as the ingress writes them.
 async fn backlog(url: &str) {
-    let store = jobs::Store::connect(url, &jobs::StoreOptions::default())
+    let store = ledger::Store::connect(url, &ledger::StoreOptions::default())
         .await
         .expect("connect");
     store.migrate().await.expect("migrate");
@@ -676,7 +676,7 @@ async fn serve_under_mixed_load(url: &str, senders: usize, events: usize) -> (Va
     };
     let report = ops::loadgen::run(options.clone()).await.expect("load");
     assert_eq!(report.unanswered, 0, "{:?}", report.answers);
-    let store = jobs::Store::connect(url, &jobs::StoreOptions::default())
+    let store = ledger::Store::connect(url, &ledger::StoreOptions::default())
         .await
         .expect("connect");
     ops::loadgen::verify(&store, &options, &report)
@@ -914,7 +914,7 @@ async fn part_drain(results: &mut serde_json::Map<String, Value>) {
     drop(cluster);
     results.insert("drain_production_cluster".into(), production);
     let db = TestDb::create().await;
-    let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
+    let store = ledger::Store::connect(&db.url, &ledger::StoreOptions::default())
         .await
         .expect("connect");
     store.migrate().await.expect("migrate");

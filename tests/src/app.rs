@@ -39,7 +39,7 @@ pub struct TestApp {
     pub database: Database,
     pool: Pool,
     /// The app's own store, for driving jobs directly.
-    pub store: jobs::Store,
+    pub store: ledger::Store,
     /// The fake Stripe API its `stripe` source calls.
     pub stripe: Arc<FakeStripe>,
     shutdown: CancellationToken,
@@ -504,14 +504,14 @@ impl TestApp {
     }
 
     /// The job that posts the event with `external_id`, as the store knows it.
-    pub async fn job_of(&self, external_id: &str) -> jobs::job::JobRef {
+    pub async fn job_of(&self, external_id: &str) -> ledger::job::JobRef {
         const SQL: &str = "SELECT id, job_id FROM settlement_events WHERE external_id = $1";
         let (event_id, job_id): (i64, String) =
             on_pool!(self, pool => sqlx::query_as(SQL).bind(external_id).fetch_one(pool).await)
                 .expect("event's job");
-        jobs::job::JobRef {
+        ledger::job::JobRef {
             job_id,
-            event_id: jobs::EventId::new(event_id),
+            event_id: ledger::EventId::new(event_id),
         }
     }
 
@@ -570,16 +570,16 @@ pub fn charge(movement_id: &str, gross: &str, fee: &str, net: &str) -> String {
 }
 
 /// A `charge_settled` event of the `std` source, as the ingress would hand it to the store.
-pub fn new_charge(external_id: &str, movement_id: &str, gross: &str) -> jobs::NewEvent {
+pub fn new_charge(external_id: &str, movement_id: &str, gross: &str) -> ledger::NewEvent {
     let body: serde_json::Value =
         serde_json::from_str(&charge(movement_id, gross, "0.00", gross)).expect("json");
     let data = body["data"].as_object().expect("data").clone();
-    let event = jobs::SettlementEvent::from_canonical(jobs::Kind::ChargeSettled, &data)
+    let event = ledger::SettlementEvent::from_canonical(ledger::Kind::ChargeSettled, &data)
         .expect("valid facts");
-    jobs::NewEvent {
-        source: jobs::SourceName::parse("std").expect("source"),
-        external_id: jobs::ExternalId::parse(external_id).expect("id"),
+    ledger::NewEvent {
+        source: ledger::SourceName::parse("std").expect("source"),
+        external_id: ledger::ExternalId::parse(external_id).expect("id"),
         payload: body.to_string(),
-        content: jobs::Content::Valid(event),
+        content: ledger::Content::Valid(event),
     }
 }

@@ -4,7 +4,7 @@
 //! worker aborts its whole process (as an OOM kill or a segfault would) just before posting an
 //! event whose external id starts with that prefix. Without it, the hook does nothing.
 
-use jobs::{EventId, Store};
+use ledger::{EventId, Store};
 
 #[cfg(feature = "fault-injection")]
 pub const ABORT_PREFIX_ENV: &str = "CHAOS_SETTLE_ABORT_EXTERNAL_ID_PREFIX";

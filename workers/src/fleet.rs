@@ -13,9 +13,9 @@ use apalis_core::worker::builder::WorkerBuilder;
 use apalis_core::worker::context::WorkerContext;
 use apalis_postgres::{PostgresStorage, Pubsub};
 use apalis_sqlite::SqliteStorage;
-use jobs::job::{JobPayload, POST_SETTLEMENT_QUEUE};
-use jobs::store::QueuePool;
-use jobs::{PostingRules, Store, StoreError};
+use ledger::job::{JobPayload, POST_SETTLEMENT_QUEUE};
+use ledger::store::QueuePool;
+use ledger::{PostingRules, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 

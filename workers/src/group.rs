@@ -11,11 +11,11 @@
 
 use std::sync::Arc;
 
-use jobs::group::Grouper;
-use jobs::job::{AttemptStart, JobRef, Posted, Work};
-use jobs::movement::Resolved;
-use jobs::store::ResolvedPost;
-use jobs::{EventId, PostError, PostingRules, Store, StoreError};
+use ledger::group::Grouper;
+use ledger::job::{AttemptStart, JobRef, Posted, Work};
+use ledger::movement::Resolved;
+use ledger::store::ResolvedPost;
+use ledger::{EventId, PostError, PostingRules, Store, StoreError};
 use tracing::warn;
 
 type Start = (JobRef, String);

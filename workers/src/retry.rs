@@ -1,8 +1,8 @@
 //! The retry policy: permanent errors dead-letter at once; transient ones retry with
 //! exponential backoff and jitter until `attempts_max` attempts have run.
 
-use jobs::PostError;
-use jobs::job::{ErrorClass, FailureDecision};
+use ledger::PostError;
+use ledger::job::{ErrorClass, FailureDecision};
 
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {

@@ -9,8 +9,8 @@ use tokio::sync::RwLock;
 use tokio_util::sync::CancellationToken;
 
 use apalis_core::error::{AbortError, BoxDynError};
-use jobs::job::{AttemptStart, FailureDecision, JobPayload, JobRef, Posted, Work};
-use jobs::{PostError, PostingRules, Store, StoreError};
+use ledger::job::{AttemptStart, FailureDecision, JobPayload, JobRef, Posted, Work};
+use ledger::{PostError, PostingRules, Store, StoreError};
 use tracing::{debug, error, info, warn};
 
 use crate::chaos::Chaos;

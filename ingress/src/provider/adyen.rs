@@ -14,7 +14,7 @@
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use jobs::{
+use ledger::{
     Amount, Amounts, Content, Currency, EventParts, ExternalId, FactsError, Fingerprint,
     InvalidFacts, MovementId, NewEvent, Reference, SettlementEvent,
 };
@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 use super::signature::{SignatureError, any_matches};
 use super::{Adapted, Ignore, Unparseable};
 use crate::source::Source;
-use jobs::minor_units::adyen_exponent;
+use ledger::minor_units::adyen_exponent;
 
 const SIGNATURE_FIELD: &str = "additionalData.hmacSignature";
 
@@ -245,7 +245,7 @@ fn facts(item: &Item<'_>, kind: Mapped, movement: &str) -> Result<SettlementEven
 #[cfg(test)]
 mod tests {
     use hmac::{Hmac, KeyInit, Mac};
-    use jobs::{Kind, SourceName};
+    use ledger::{Kind, SourceName};
     use sha2::Sha256;
 
     use super::*;

@@ -10,7 +10,7 @@
 use axum::http::{HeaderMap, HeaderValue};
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
-use jobs::{Content, NewEvent, SettlementEvent, SourceName};
+use ledger::{Content, NewEvent, SettlementEvent, SourceName};
 use serde_json::Value;
 use sha2::Sha256;
 

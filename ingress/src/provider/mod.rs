@@ -9,7 +9,7 @@ mod standard;
 mod stripe;
 
 use axum::http::HeaderMap;
-use jobs::NewEvent;
+use ledger::NewEvent;
 
 use crate::source::{Provider, Source};
 use signature::SignatureError;

@@ -5,7 +5,7 @@
 
 use axum::http::HeaderMap;
 use base64::Engine;
-use jobs::{
+use ledger::{
     Content, ExternalId, FactsError, Fingerprint, InvalidFacts, Kind, NewEvent, SettlementEvent,
 };
 use serde_json::{Value, json};
@@ -131,7 +131,7 @@ pub(crate) fn adapt(
 #[cfg(test)]
 mod tests {
     use axum::http::HeaderValue;
-    use jobs::SourceName;
+    use ledger::SourceName;
 
     use super::*;
     use crate::source::{Provider, Secret};

@@ -10,8 +10,8 @@
 //! events of connected accounts (`account`) are acknowledged and ignored.
 
 use axum::http::HeaderMap;
-use jobs::stripe::{StripeTrigger, Trigger};
-use jobs::{Content, ExternalId, FactsError, Fingerprint, InvalidFacts, NewEvent};
+use ledger::stripe::{StripeTrigger, Trigger};
+use ledger::{Content, ExternalId, FactsError, Fingerprint, InvalidFacts, NewEvent};
 use serde_json::{Map, Value, json};
 
 use super::signature::{SignatureError, any_matches, check_tolerance};
@@ -290,7 +290,7 @@ fn text<'a>(object: &'a Map<String, Value>, field: &'static str) -> Result<&'a s
 
 #[cfg(test)]
 mod tests {
-    use jobs::SourceName;
+    use ledger::SourceName;
     use proptest::prelude::*;
 
     use super::*;

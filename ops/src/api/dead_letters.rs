@@ -4,13 +4,13 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use jobs::Store;
-use jobs::job::ErrorClass;
-use jobs::review::{
+use ledger::Store;
+use ledger::job::ErrorClass;
+use ledger::review::{
     DeadLetterDetail, DeadLetterFilter, DeadLetterState, DeadLetterSummary, Decided, Decision,
     Page, PageRequest,
 };
-use jobs::state::StateMachine;
+use ledger::state::StateMachine;
 use serde::Deserialize;
 
 use utoipa::{IntoParams, ToSchema};
@@ -205,7 +205,7 @@ async fn bulk(
     if action == Action::Discard && request.reason.trim().is_empty() {
         return Err(bad("a non-empty reason is required to discard"));
     }
-    let limit = request.limit.unwrap_or(jobs::review::BULK_LIMIT_MAX);
+    let limit = request.limit.unwrap_or(ledger::review::BULK_LIMIT_MAX);
     let ids = actions::matching(&store, &request.filter, limit).await?;
     let decision = Decision {
         actor: caller.name,

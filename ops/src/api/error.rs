@@ -3,8 +3,8 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use jobs::StoreError;
-use jobs::review::DecisionError;
+use ledger::StoreError;
+use ledger::review::DecisionError;
 use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]

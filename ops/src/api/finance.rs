@@ -8,11 +8,11 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use chrono::NaiveDate;
 use futures::StreamExt;
-use jobs::finance::{
+use ledger::finance::{
     BalanceQuery, BalanceRow, JournalCursor, JournalFilter, JournalPage, PayoutSummary,
     Reconciliation,
 };
-use jobs::review::PAGE_LIMIT_MAX;
+use ledger::review::PAGE_LIMIT_MAX;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 

@@ -14,7 +14,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::routing::get;
 use axum::{Json, Router};
-use jobs::{PostingRules, Store};
+use ledger::{PostingRules, Store};
 use serde::Serialize;
 use utoipa::openapi::OpenApi as OpenApiDocument;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};

@@ -4,8 +4,10 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use jobs::review::{ConflictDetail, ConflictView, Decided, Decision, EventView, Page, PageRequest};
-use jobs::{EventId, Store};
+use ledger::review::{
+    ConflictDetail, ConflictView, Decided, Decision, EventView, Page, PageRequest,
+};
+use ledger::{EventId, Store};
 use serde::Deserialize;
 
 use super::dead_letters::{ReasonBody, body};

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use base64::Engine;
-use jobs::finance::{BalanceQuery, JournalFilter, ReconciliationStatus};
-use jobs::review::{DeadLetterFilter, DeadLetterState, PageRequest};
+use ledger::finance::{BalanceQuery, JournalFilter, ReconciliationStatus};
+use ledger::review::{DeadLetterFilter, DeadLetterState, PageRequest};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -461,7 +461,7 @@ async fn send_scenario(s: &Sender, tally: &mut Tally) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_workers(store: &jobs::Store) -> anyhow::Result<()> {
+async fn wait_for_workers(store: &ledger::Store) -> anyhow::Result<()> {
     print!("\nworkers posting");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -498,7 +498,7 @@ async fn wait_for_workers(store: &jobs::Store) -> anyhow::Result<()> {
     }
 }
 
-async fn report(store: &jobs::Store, tally: &Tally) -> anyhow::Result<()> {
+async fn report(store: &ledger::Store, tally: &Tally) -> anyhow::Result<()> {
     let journal = store.journal(&JournalFilter::default(), None, 500).await?;
     let dead = store
         .dead_letters(

@@ -7,8 +7,8 @@ use anyhow::{Context, bail};
 use chrono::NaiveDate;
 use clap::{Args, Subcommand};
 use futures::StreamExt;
-use jobs::finance::{BalanceQuery, JournalCursor, JournalFilter};
-use jobs::{PostingRules, Store};
+use ledger::finance::{BalanceQuery, JournalCursor, JournalFilter};
+use ledger::{PostingRules, Store};
 
 use super::table::{self, or_dash};
 use crate::actions::parse_time;
@@ -108,7 +108,7 @@ pub async fn journal(store: &Store, command: JournalCommand) -> anyhow::Result<(
         .journal(
             &filter.filter(),
             after,
-            limit.clamp(1, jobs::review::PAGE_LIMIT_MAX),
+            limit.clamp(1, ledger::review::PAGE_LIMIT_MAX),
         )
         .await?;
     if json {

@@ -451,7 +451,7 @@ fn fresh_token() -> (String, String) {
 /// Runs a command with an existing, migrated store, and closes the store after.
 async fn with_store<F, Fut>(config: &Config, command: F) -> anyhow::Result<()>
 where
-    F: FnOnce(jobs::Store) -> Fut,
+    F: FnOnce(ledger::Store) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
     let store = connect_existing(config).await?;
@@ -460,15 +460,15 @@ where
     result
 }
 
-async fn connect(config: &Config) -> anyhow::Result<jobs::Store> {
-    jobs::Store::connect(&config.database_url, &config.store_options())
+async fn connect(config: &Config) -> anyhow::Result<ledger::Store> {
+    ledger::Store::connect(&config.database_url, &config.store_options())
         .await
         .context("cannot connect to the database")
 }
 
 /// A store that already exists and is migrated; anything else is said in one sentence, and an
 /// SQLite file that is not there is not created.
-async fn connect_existing(config: &Config) -> anyhow::Result<jobs::Store> {
+async fn connect_existing(config: &Config) -> anyhow::Result<ledger::Store> {
     let shown = crate::config::redact_url(&config.database_url);
     if let Some(path) = sqlite_file(&config.database_url)
         && !path.exists()

@@ -2,10 +2,10 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use jobs::Store;
-use jobs::job::ErrorClass;
-use jobs::review::{DeadLetterFilter, DeadLetterState, Decision, PageRequest};
-use jobs::state::StateMachine;
+use ledger::Store;
+use ledger::job::ErrorClass;
+use ledger::review::{DeadLetterFilter, DeadLetterState, Decision, PageRequest};
+use ledger::state::StateMachine;
 
 use super::table::{self, or_dash};
 use crate::actions::{self, Action, Report, parse_time};

@@ -15,8 +15,8 @@ use anyhow::{Context, bail};
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use ingress::{Connect, IngressSettings, Provider, Secret, Source, Sources, StripeRules};
-use jobs::posting::{AccountOverrides, Accounts};
-use jobs::{PostingRules, SourceName, StoreOptions};
+use ledger::posting::{AccountOverrides, Accounts};
+use ledger::{PostingRules, SourceName, StoreOptions};
 use serde::{Deserialize, Serialize};
 use workers::{ApiKey, ProviderApis, StripeApiSettings, WorkerSettings};
 
@@ -381,7 +381,7 @@ impl Config {
     }
 
     fn validate(&self) -> anyhow::Result<()> {
-        if jobs::store::BackendKind::of_url(&self.database_url).is_none() {
+        if ledger::store::BackendKind::of_url(&self.database_url).is_none() {
             bail!("database URL must start with postgres://, postgresql:// or sqlite:");
         }
         if self.body_bytes_max == 0 {

@@ -4,7 +4,7 @@ use axum::Form;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use jobs::review::{Decision, PageRequest};
+use ledger::review::{Decision, PageRequest};
 use maud::html;
 
 use super::session::Viewer;
@@ -61,7 +61,7 @@ pub(super) async fn conflict(
                 div { h2 { "Original (authoritative)" } pre { (show(&detail.original.facts, &detail.original.validation_error)) } }
                 div { h2 { "Conflicting delivery" } pre { (show(&detail.conflict.facts, &detail.conflict.validation_error)) } }
             }
-            @if detail.conflict.state == jobs::review::ConflictState::Open && session.caller.role.may_act() {
+            @if detail.conflict.state == ledger::review::ConflictState::Open && session.caller.role.may_act() {
                 form.action method="post" action=(format!("/dashboard/conflicts/{id}/resolve")) {
                     input type="hidden" name="csrf" value=(session.csrf);
                     label { "Reason " input name="reason" required; }

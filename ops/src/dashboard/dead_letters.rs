@@ -5,8 +5,8 @@ use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use jobs::review::{DeadLetterFilter, DeadLetterState, Decision, PageRequest};
-use jobs::state::StateMachine;
+use ledger::review::{DeadLetterFilter, DeadLetterState, Decision, PageRequest};
+use ledger::state::StateMachine;
 use maud::html;
 use serde::Deserialize;
 

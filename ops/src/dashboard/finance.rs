@@ -3,7 +3,7 @@
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use chrono::NaiveDate;
-use jobs::finance::{BalanceQuery, JournalCursor, JournalFilter};
+use ledger::finance::{BalanceQuery, JournalCursor, JournalFilter};
 use maud::html;
 use serde::Deserialize;
 

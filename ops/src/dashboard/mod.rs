@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use jobs::Store;
+use ledger::Store;
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 use tower_http::set_header::SetResponseHeaderLayer;

@@ -97,7 +97,7 @@ async fn killing_every_settle_connection_every_second_loses_and_doubles_nothing(
         "every delivery got a definite answer: {:?}",
         loaded.answers
     );
-    let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
+    let store = ledger::Store::connect(&db.url, &ledger::StoreOptions::default())
         .await
         .expect("store");
     ops::loadgen::verify(&store, &load, &loaded)

@@ -79,7 +79,7 @@ async fn the_hostile_matrix_at_volume_under_load_writes_nothing_and_leaks_nothin
 
     let loaded = running.await.expect("load task").expect("load");
     assert_eq!(loaded.unanswered, 0, "{:?}", loaded.answers);
-    let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
+    let store = ledger::Store::connect(&db.url, &ledger::StoreOptions::default())
         .await
         .expect("store");
     ops::loadgen::verify(&store, &load, &loaded)

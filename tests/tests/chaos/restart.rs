@@ -219,7 +219,7 @@ async fn a_database_crash_under_load_loses_no_acknowledged_event() {
         "the ingress answered 503 while the database was down: {:?}",
         loaded.answers
     );
-    let store = jobs::Store::connect(&url, &jobs::StoreOptions::default())
+    let store = ledger::Store::connect(&url, &ledger::StoreOptions::default())
         .await
         .expect("store");
     ops::loadgen::verify(&store, &load, &loaded)

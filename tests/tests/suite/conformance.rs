@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use jobs::job::{AttemptStart, JobRef, Posted};
-use jobs::{EventStatus, PostingRules};
+use ledger::job::{AttemptStart, JobRef, Posted};
+use ledger::{EventStatus, PostingRules};
 use ops::Role;
 use serde_json::{Value, json};
 use tests::TestApp;
@@ -534,7 +534,7 @@ async fn each_job_ends_in_the_transaction_that_decides_it(backend: Backend) {
 /// exactly the answer it would have had alone, in order, and a job refused for its own reason
 /// writes nothing.
 /// A posting's answer, named: `new`, `replayed`, `settled`, or the error's code.
-fn answer_code(answer: Result<Posted, jobs::PostError>) -> String {
+fn answer_code(answer: Result<Posted, ledger::PostError>) -> String {
     match answer {
         Ok(Posted::New { .. }) => "new".to_owned(),
         Ok(Posted::Replayed { .. }) => "replayed".to_owned(),
@@ -797,7 +797,7 @@ async fn a_group_of_deliveries_inserts_only_free_keys_with_one_commit(backend: B
             .record(std::slice::from_ref(&stored))
             .await
             .expect("record")[..],
-        [jobs::Recorded::New(_)]
+        [ledger::Recorded::New(_)]
     ));
     let group = [
         new_charge("msg_a", "ch_a", "10.00"),
@@ -806,7 +806,7 @@ async fn a_group_of_deliveries_inserts_only_free_keys_with_one_commit(backend: B
         new_charge("msg_b", "ch_b", "10.00"),
         new_charge("msg_b", "ch_b", "12.00"),
     ];
-    let refs: Vec<&jobs::NewEvent> = group.iter().collect();
+    let refs: Vec<&ledger::NewEvent> = group.iter().collect();
     let inserted = app.store.record_new(&refs, 1000).await.expect("group");
     let new: Vec<bool> = inserted.iter().map(Option::is_some).collect();
     assert_eq!(
@@ -829,7 +829,7 @@ async fn a_group_of_deliveries_inserts_only_free_keys_with_one_commit(backend: B
         "the group's first msg_b won: {amount:?}"
     );
     // What the group left to `record` is told apart there, as for a delivery alone.
-    let replays: Vec<Vec<jobs::Recorded>> = futures::future::join_all(
+    let replays: Vec<Vec<ledger::Recorded>> = futures::future::join_all(
         [&group[1], &group[2], &group[4]]
             .map(|event| app.store.record(std::slice::from_ref(event))),
     )
@@ -837,9 +837,15 @@ async fn a_group_of_deliveries_inserts_only_free_keys_with_one_commit(backend: B
     .into_iter()
     .map(|r| r.expect("record"))
     .collect();
-    assert!(matches!(replays[0][..], [jobs::Recorded::Duplicate(_)]));
-    assert!(matches!(replays[1][..], [jobs::Recorded::Conflict { .. }]));
-    assert!(matches!(replays[2][..], [jobs::Recorded::Conflict { .. }]));
+    assert!(matches!(replays[0][..], [ledger::Recorded::Duplicate(_)]));
+    assert!(matches!(
+        replays[1][..],
+        [ledger::Recorded::Conflict { .. }]
+    ));
+    assert!(matches!(
+        replays[2][..],
+        [ledger::Recorded::Conflict { .. }]
+    ));
     assert_eq!(app.count("event_conflicts").await, 2);
     let failed = app.failed_invariants().await;
     assert!(failed.is_empty(), "{failed:?}");
@@ -1073,12 +1079,12 @@ async fn workers_with_two_groups_in_flight_post_every_event_once(backend: Backen
     assert!(failed.is_empty(), "{failed:?}");
 }
 
-/// The labels the state machines write (`jobs::state`) are exactly those the tables' `CHECK`
+/// The labels the state machines write (`ledger::state`) are exactly those the tables' `CHECK`
 /// constraints accept: each is accepted on a real row, and a label no machine has is refused.
 async fn every_state_label_is_one_the_tables_accept(backend: Backend) {
-    use jobs::job::{AttemptOutcome, ErrorClass};
-    use jobs::review::{ConflictState, DeadLetterState};
-    use jobs::state::StateMachine;
+    use ledger::job::{AttemptOutcome, ErrorClass};
+    use ledger::review::{ConflictState, DeadLetterState};
+    use ledger::state::StateMachine;
 
     let app = spawn(AppOptions::on(backend)).await;
     deliver(&app, "msg_ok", &charge("ch_1", "100.00", "3.20", "96.80")).await;
@@ -1147,12 +1153,12 @@ async fn every_state_label_is_one_the_tables_accept(backend: Backend) {
     }
 }
 
-/// Each case of the start rule (`jobs::job::{start_gate, start_step}`), set up in the tables and
+/// Each case of the start rule (`ledger::job::{start_gate, start_step}`), set up in the tables and
 /// started through the store: PostgreSQL answers with its PL/pgSQL fast path
 /// (`settle_start_attempt`), SQLite with the rule itself, and both must answer as the rule does
 /// and leave what the answer says (an attempt row, a dead letter, a killed or deleted job).
 async fn starting_an_attempt_follows_the_start_rule_in_every_case(backend: Backend) {
-    use jobs::job::{AttemptOutcome, start_gate, start_step};
+    use ledger::job::{AttemptOutcome, start_gate, start_step};
 
     let app = spawn(AppOptions {
         role: Role::Ingress,
@@ -1366,7 +1372,7 @@ async fn starting_an_attempt_follows_the_start_rule_in_every_case(backend: Backe
     );
     let stray = JobRef {
         job_id: "01JOBOFNOEVENT".into(),
-        event_id: jobs::EventId::new(987_654_321),
+        event_id: ledger::EventId::new(987_654_321),
     };
     assert_eq!(start_gate(None, &stray.job_id), Some(AttemptStart::Stray));
     assert_eq!(

@@ -199,16 +199,16 @@ async fn serve_with_only_sources_runs_on_sqlite_and_a_kill_9_loses_nothing_ackno
 
     let _again = spawn_settle_in(&scratch, "second", &["serve", "--listen", &listen], &[]);
     wait_ready().await;
-    let store = jobs::Store::connect(
+    let store = ledger::Store::connect(
         &format!("sqlite://{}", scratch.dir.join("settle.db").display()),
-        &jobs::StoreOptions::default(),
+        &ledger::StoreOptions::default(),
     )
     .await
     .expect("open the file");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let posted = store
-            .journal(&jobs::finance::JournalFilter::default(), None, 500)
+            .journal(&ledger::finance::JournalFilter::default(), None, 500)
             .await
             .expect("journal")
             .items
@@ -228,7 +228,7 @@ async fn serve_with_only_sources_runs_on_sqlite_and_a_kill_9_loses_nothing_ackno
             .await
             .expect("read")
             .expect("every acknowledged delivery is kept");
-        assert_eq!(event.status, jobs::EventStatus::Posted);
+        assert_eq!(event.status, ledger::EventStatus::Posted);
     }
     let failed: Vec<_> = store
         .verify()

@@ -1,8 +1,8 @@
 //! Posting: recorded events become exactly one balanced entry each, through real workers on
 //! real PostgreSQL; failures retry with backoff or end in the dead letter.
 
-use jobs::job::{AttemptStart, JobRef, Posted};
-use jobs::{EventId, PostingRules};
+use ledger::job::{AttemptStart, JobRef, Posted};
+use ledger::{EventId, PostingRules};
 use ops::Role;
 use serde_json::json;
 use tests::TestApp;

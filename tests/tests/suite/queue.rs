@@ -24,7 +24,7 @@ async fn seq_scans(conn: &mut sqlx::PgConnection) -> i64 {
 #[tokio::test]
 async fn a_fetch_from_a_large_backlog_reads_only_the_jobs_it_takes() {
     let db = TestDb::create().await;
-    let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
+    let store = ledger::Store::connect(&db.url, &ledger::StoreOptions::default())
         .await
         .expect("connect");
     store.migrate().await.expect("migrate");
@@ -96,10 +96,10 @@ async fn drain_table_scans(pool: &sqlx::PgPool, inserted: i64) -> Vec<(String, i
 }
 
 /// Starts and posts `jobs` in groups of 16, as a worker's groups do.
-async fn start_and_post(store: &jobs::Store, jobs: &[jobs::job::JobRef]) {
-    let rules = jobs::PostingRules::default();
+async fn start_and_post(store: &ledger::Store, jobs: &[ledger::job::JobRef]) {
+    let rules = ledger::PostingRules::default();
     for group in jobs.chunks(16) {
-        let starts: Vec<(jobs::job::JobRef, String)> = group
+        let starts: Vec<(ledger::job::JobRef, String)> = group
             .iter()
             .map(|job| (job.clone(), "test-worker".to_owned()))
             .collect();
@@ -107,15 +107,15 @@ async fn start_and_post(store: &jobs::Store, jobs: &[jobs::job::JobRef]) {
         assert!(
             started
                 .iter()
-                .all(|s| matches!(s, Ok(jobs::job::AttemptStart::Run { attempt: 1 }))),
+                .all(|s| matches!(s, Ok(ledger::job::AttemptStart::Run { attempt: 1 }))),
             "{started:?}"
         );
-        let posts: Vec<(jobs::job::JobRef, u32)> = group.iter().map(|j| (j.clone(), 1)).collect();
+        let posts: Vec<(ledger::job::JobRef, u32)> = group.iter().map(|j| (j.clone(), 1)).collect();
         let posted = store.post_many(&posts, &rules, 5_000).await;
         assert!(
             posted
                 .iter()
-                .all(|p| matches!(p, Ok(jobs::job::Posted::New { .. }))),
+                .all(|p| matches!(p, Ok(ledger::job::Posted::New { .. }))),
             "{posted:?}"
         );
     }
@@ -131,19 +131,19 @@ async fn start_and_post(store: &jobs::Store, jobs: &[jobs::job::JobRef]) {
 #[tokio::test]
 async fn postings_never_scan_the_tables_a_drain_grows() {
     let db = TestDb::create().await;
-    let options = jobs::StoreOptions {
+    let options = ledger::StoreOptions {
         connections_max: 2,
-        ..jobs::StoreOptions::default()
+        ..ledger::StoreOptions::default()
     };
-    let store = jobs::Store::connect(&db.url, &options)
+    let store = ledger::Store::connect(&db.url, &options)
         .await
         .expect("connect");
     store.migrate().await.expect("migrate");
-    let events: Vec<jobs::NewEvent> = (0..4_300)
+    let events: Vec<ledger::NewEvent> = (0..4_300)
         .map(|n| tests::app::new_charge(&format!("msg_{n}"), &format!("ch_{n}"), "10.00"))
         .collect();
     for chunk in events.chunks(100) {
-        let refs: Vec<&jobs::NewEvent> = chunk.iter().collect();
+        let refs: Vec<&ledger::NewEvent> = chunk.iter().collect();
         store.record_new(&refs, 1_000).await.expect("recorded");
     }
     let pool = db.pool().await;
@@ -151,15 +151,15 @@ async fn postings_never_scan_the_tables_a_drain_grows() {
         .execute(&pool)
         .await
         .expect("analyze: the journal and the attempts are empty");
-    let jobs: Vec<jobs::job::JobRef> =
+    let jobs: Vec<ledger::job::JobRef> =
         sqlx::query_as::<_, (i64, String)>("SELECT id, job_id FROM settlement_events ORDER BY id")
             .fetch_all(&pool)
             .await
             .expect("jobs")
             .into_iter()
-            .map(|(id, job_id)| jobs::job::JobRef {
+            .map(|(id, job_id)| ledger::job::JobRef {
                 job_id,
-                event_id: jobs::EventId::new(id),
+                event_id: ledger::EventId::new(id),
             })
             .collect();
     start_and_post(&store, &jobs[..4_000]).await;
@@ -184,7 +184,7 @@ async fn postings_never_scan_the_tables_a_drain_grows() {
 #[tokio::test]
 async fn the_fleet_size_is_the_workers_seen_within_the_window() {
     let db = TestDb::create().await;
-    let store = jobs::Store::connect(&db.url, &jobs::StoreOptions::default())
+    let store = ledger::Store::connect(&db.url, &ledger::StoreOptions::default())
         .await
         .expect("connect");
     store.migrate().await.expect("migrate");

@@ -127,17 +127,17 @@ async fn keys_are_written_in_byte_order_whatever_the_collation() {
     let mut bytewise: Vec<&str> = keys.to_vec();
     bytewise.sort_unstable();
 
-    let group: Vec<jobs::NewEvent> = keys
+    let group: Vec<ledger::NewEvent> = keys
         .iter()
         .enumerate()
         .map(|(i, key)| new_charge(key, &format!("group_{i}"), "10.00"))
         .collect();
-    let refs: Vec<&jobs::NewEvent> = group.iter().collect();
+    let refs: Vec<&ledger::NewEvent> = group.iter().collect();
     let inserted = app.store.record_new(&refs, 1000).await.expect("group");
     assert!(inserted.iter().all(Option::is_some), "{inserted:?}");
     assert_eq!(in_id_order("group_").await, bytewise, "a group's keys");
 
-    let batch: Vec<jobs::NewEvent> = keys
+    let batch: Vec<ledger::NewEvent> = keys
         .iter()
         .enumerate()
         .map(|(i, key)| new_charge(&format!("{key}~"), &format!("batch_{i}"), "10.00"))

@@ -3,7 +3,7 @@
 //! change, `SETTLE_TEST_BLESS=1 cargo nextest run -p tests schema` rewrites the descriptions; the
 //! change is then reviewed as their diff.
 
-use jobs::{Store, StoreError, StoreOptions};
+use ledger::{Store, StoreError, StoreOptions};
 use sqlx::sqlite::SqlitePool;
 use tests::TestDb;
 use tests::db::SqliteFile;

@@ -886,19 +886,19 @@ async fn one_transaction_reached_by_three_events_and_a_listing_at_once_posts_onc
 
 /// A Stripe refund as the earlier adapter recorded it: the webhook's own facts, posted under
 /// `stripe/refund_settled/{refund}`.
-fn legacy_refund(external_id: &str, refund: &str, amount: &str) -> jobs::NewEvent {
+fn legacy_refund(external_id: &str, refund: &str, amount: &str) -> ledger::NewEvent {
     let data = json!({"movement_id": refund, "occurred_at": "2026-11-30T11:59:00Z",
                       "currency": "USD", "amount": amount, "fee": "0.00"});
-    let event = jobs::SettlementEvent::from_canonical(
-        jobs::Kind::RefundSettled,
+    let event = ledger::SettlementEvent::from_canonical(
+        ledger::Kind::RefundSettled,
         data.as_object().expect("object"),
     )
     .expect("valid facts");
-    jobs::NewEvent {
-        source: jobs::SourceName::parse("stripe").expect("source"),
-        external_id: jobs::ExternalId::parse(external_id).expect("id"),
+    ledger::NewEvent {
+        source: ledger::SourceName::parse("stripe").expect("source"),
+        external_id: ledger::ExternalId::parse(external_id).expect("id"),
         payload: data.to_string(),
-        content: jobs::Content::Valid(event),
+        content: ledger::Content::Valid(event),
     }
 }
 

@@ -9,7 +9,7 @@ pub mod stripe;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use jobs::SourceName;
+use ledger::SourceName;
 
 pub use budget::Budget;
 pub use stripe::{ApiKey, ApiSetupError, STRIPE_VERSION, StripeApi, StripeApiSettings};

@@ -4,11 +4,11 @@
 
 use std::collections::HashSet;
 
-use jobs::job::ProviderError;
-use jobs::movement::{MovementEntry, Resolved};
-use jobs::posting::{self, Accounts};
-use jobs::stripe::{self, BalanceTransaction, StripeTrigger, Trigger};
-use jobs::{PayoutId, PostError, PostingRules, SourceName};
+use ledger::job::ProviderError;
+use ledger::movement::{MovementEntry, Resolved};
+use ledger::posting::{self, Accounts};
+use ledger::stripe::{self, BalanceTransaction, StripeTrigger, Trigger};
+use ledger::{PayoutId, PostError, PostingRules, SourceName};
 use serde_json::Value;
 
 use super::ProviderApis;

@@ -7,9 +7,9 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use jobs::SourceName;
-use jobs::job::ProviderError;
-use jobs::stripe::BalanceTransaction;
+use ledger::SourceName;
+use ledger::job::ProviderError;
+use ledger::stripe::BalanceTransaction;
 use reqwest::{StatusCode, Url};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
