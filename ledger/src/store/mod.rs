@@ -1,6 +1,7 @@
 //! The only place with SQL. One [`Store`] over the backends: PostgreSQL for fleets, SQLite for
 //! the embedded default. Callers (ingress, workers, ops) never see which one they talk to.
 
+mod decide;
 mod movements;
 mod postgres;
 mod rows;
@@ -478,7 +479,7 @@ impl Store {
         id: i64,
         decision: &Decision,
     ) -> Result<Decided, DecisionError> {
-        on_backend!(self, store => store.requeue_dead_letter(id, decision).await)
+        on_backend!(self, store => decide::requeue_dead_letter(store, id, decision).await)
     }
 
     /// Closes the dead letter for good (the event never posts), with its audit row.
@@ -488,7 +489,7 @@ impl Store {
         id: i64,
         decision: &Decision,
     ) -> Result<Decided, DecisionError> {
-        on_backend!(self, store => store.discard_dead_letter(id, decision).await)
+        on_backend!(self, store => decide::discard_dead_letter(store, id, decision).await)
     }
 
     /// Conflicts (`state`: `open`, `resolved` or any), newest first.
@@ -510,7 +511,7 @@ impl Store {
         id: i64,
         decision: &Decision,
     ) -> Result<Decided, DecisionError> {
-        on_backend!(self, store => store.resolve_conflict(id, decision).await)
+        on_backend!(self, store => decide::resolve_conflict(store, id, decision).await)
     }
 
     /// The journal in (effective date, id) order after `after`, at most `limit` entries, each

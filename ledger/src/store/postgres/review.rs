@@ -2,7 +2,7 @@
 //! decisions on dead letters and conflicts.
 
 use sqlx::Row;
-use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::postgres::PgRow;
 
 use super::PgStore;
 use super::jobs::{enqueue_fresh_jobs, set_event_status};
@@ -10,11 +10,11 @@ use crate::ids::EventId;
 use crate::record::EventStatus;
 use crate::review::{
     AttemptView, AuditView, ConflictDetail, ConflictState, ConflictView, DeadLetterDetail,
-    DeadLetterFilter, DeadLetterState, DeadLetterSummary, Decided, Decision, DecisionError,
-    EventView, Page, PageRequest, Step, conflict_step, dead_letter_step,
+    DeadLetterFilter, DeadLetterState, DeadLetterSummary, Decision, EventView, Page, PageRequest,
 };
 use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
+use crate::store::decide::DecisionRows;
 
 use crate::store::rows::{CONFLICT_COLUMNS, DEAD_LETTER_COLUMNS, EVENT_COLUMNS};
 
@@ -119,97 +119,6 @@ impl PgStore {
         }))
     }
 
-    pub(in crate::store) async fn requeue_dead_letter(
-        &self,
-        id: i64,
-        decision: &Decision,
-    ) -> Result<Decided, DecisionError> {
-        let mut tx = self.pool.begin().await?;
-        let (state, event_id) = lock_dead_letter(&mut tx, id).await?;
-        let Step::Apply(transition) = dead_letter_step(id, state, DeadLetterState::Requeued)?
-        else {
-            if let Some(newer) = open_dead_letter_of(&mut tx, event_id).await? {
-                return Err(DecisionError::AlreadyDecided(format!(
-                    "dead letter {id} was requeued and failed again as dead letter {newer}; act on {newer}"
-                )));
-            }
-            return Ok(unchanged(id, event_id, state));
-        };
-        let event = EventId::new(event_id);
-        set_event_status(
-            &mut tx,
-            event,
-            EventStatus::Abandoned.transition(EventStatus::Recorded)?,
-            None,
-        )
-        .await?;
-        enqueue_fresh_jobs(&mut tx, &[event_id]).await?;
-        let job_id: String =
-            sqlx::query_scalar("SELECT job_id FROM settlement_events WHERE id = $1")
-                .bind(event_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        decide_dead_letter(&mut tx, id, transition, decision, Some(&job_id)).await?;
-        audit(
-            &mut tx,
-            decision,
-            "dead_letter.requeue",
-            ("dead_letter", id),
-            event_id,
-            transition.from(),
-            transition.to(),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(Decided {
-            subject_id: id,
-            event_id,
-            changed: true,
-            state: transition.to().as_str().into(),
-            job_id: Some(job_id),
-        })
-    }
-
-    pub(in crate::store) async fn discard_dead_letter(
-        &self,
-        id: i64,
-        decision: &Decision,
-    ) -> Result<Decided, DecisionError> {
-        decision.require_reason()?;
-        let mut tx = self.pool.begin().await?;
-        let (state, event_id) = lock_dead_letter(&mut tx, id).await?;
-        let Step::Apply(transition) = dead_letter_step(id, state, DeadLetterState::Discarded)?
-        else {
-            return Ok(unchanged(id, event_id, state));
-        };
-        set_event_status(
-            &mut tx,
-            EventId::new(event_id),
-            EventStatus::Abandoned.transition(EventStatus::Discarded)?,
-            None,
-        )
-        .await?;
-        decide_dead_letter(&mut tx, id, transition, decision, None).await?;
-        audit(
-            &mut tx,
-            decision,
-            "dead_letter.discard",
-            ("dead_letter", id),
-            event_id,
-            transition.from(),
-            transition.to(),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(Decided {
-            subject_id: id,
-            event_id,
-            changed: true,
-            state: transition.to().as_str().into(),
-            job_id: None,
-        })
-    }
-
     pub(in crate::store) async fn conflicts(
         &self,
         state: Option<&str>,
@@ -270,64 +179,6 @@ impl PgStore {
         }))
     }
 
-    pub(in crate::store) async fn resolve_conflict(
-        &self,
-        id: i64,
-        decision: &Decision,
-    ) -> Result<Decided, DecisionError> {
-        decision.require_reason()?;
-        let mut tx = self.pool.begin().await?;
-        let row: Option<(String, i64)> =
-            sqlx::query_as("SELECT state, event_id FROM event_conflicts WHERE id = $1 FOR UPDATE")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let (state, event_id) = row.ok_or(DecisionError::NotFound("conflict"))?;
-        let state = ConflictState::parse(&state)
-            .ok_or_else(|| StoreError::Corrupt(format!("conflict {id} has state {state:?}")))?;
-        let Step::Apply(transition) = conflict_step(id, state, ConflictState::Resolved)? else {
-            return Ok(Decided {
-                subject_id: id,
-                event_id,
-                changed: false,
-                state: state.as_str().into(),
-                job_id: None,
-            });
-        };
-        let done = sqlx::query(
-            "UPDATE event_conflicts SET state = $4, resolved_at = now(), resolved_by = $2,
-                 resolution_reason = $3
-             WHERE id = $1 AND state = $5",
-        )
-        .bind(id)
-        .bind(&decision.actor)
-        .bind(&decision.reason)
-        .bind(transition.to().label())
-        .bind(transition.from().label())
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() != 1 {
-            return Err(transition.stale().into());
-        }
-        insert_audit(
-            &mut tx,
-            decision,
-            "conflict.resolve",
-            ("conflict", id),
-            event_id,
-            (transition.from().label(), transition.to().label()),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(Decided {
-            subject_id: id,
-            event_id,
-            changed: true,
-            state: transition.to().as_str().into(),
-            job_id: None,
-        })
-    }
-
     async fn audit_for_event(&self, event_id: i64) -> Result<Vec<AuditView>, StoreError> {
         Ok(sqlx::query(
             "SELECT id, at, actor, action, reason, subject_type, subject_id, event_id, before_state, after_state
@@ -350,120 +201,154 @@ fn paged<T>(mut items: Vec<T>, limit: u32, id: impl Fn(&T) -> i64) -> Page<T> {
     Page { items, next_cursor }
 }
 
-fn unchanged(id: i64, event_id: i64, state: DeadLetterState) -> Decided {
-    Decided {
-        subject_id: id,
-        event_id,
-        changed: false,
-        state: state.as_str().into(),
-        job_id: None,
-    }
-}
+impl DecisionRows for PgStore {
+    type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
 
-async fn lock_dead_letter(
-    conn: &mut PgConnection,
-    id: i64,
-) -> Result<(DeadLetterState, i64), DecisionError> {
-    let row: Option<(String, i64)> =
-        sqlx::query_as("SELECT state, event_id FROM dead_letters WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    let (state, event_id) = row.ok_or(DecisionError::NotFound("dead letter"))?;
-    let state = DeadLetterState::parse(&state)
-        .ok_or_else(|| StoreError::Corrupt(format!("dead letter {id} has state {state:?}")))?;
-    // The event row is locked too: a worker or another action touching it waits for us.
-    sqlx::query("SELECT 1 FROM settlement_events WHERE id = $1 FOR UPDATE")
-        .bind(event_id)
-        .execute(&mut *conn)
+    async fn begin_decision(&self) -> Result<Self::Tx, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+
+    async fn commit_decision(&self, tx: Self::Tx) -> Result<(), StoreError> {
+        Ok(tx.commit().await?)
+    }
+
+    async fn lock_dead_letter(
+        tx: &mut Self::Tx,
+        id: i64,
+    ) -> Result<Option<(String, i64)>, StoreError> {
+        let row: Option<(String, i64)> =
+            sqlx::query_as("SELECT state, event_id FROM dead_letters WHERE id = $1 FOR UPDATE")
+                .bind(id)
+                .fetch_optional(&mut **tx)
+                .await?;
+        if let Some((_, event_id)) = row {
+            // The event row is locked too: a worker or another action touching it waits.
+            sqlx::query("SELECT 1 FROM settlement_events WHERE id = $1 FOR UPDATE")
+                .bind(event_id)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(row)
+    }
+
+    async fn open_dead_letter_of(
+        tx: &mut Self::Tx,
+        event_id: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT id FROM dead_letters WHERE event_id = $1 AND state = $2")
+                .bind(event_id)
+                .bind(DeadLetterState::Open.label())
+                .fetch_optional(&mut **tx)
+                .await?,
+        )
+    }
+
+    async fn set_event_status(
+        tx: &mut Self::Tx,
+        event_id: i64,
+        transition: Transition<EventStatus>,
+    ) -> Result<(), StoreError> {
+        set_event_status(tx, EventId::new(event_id), transition, None).await
+    }
+
+    async fn give_fresh_job(tx: &mut Self::Tx, event_id: i64) -> Result<String, StoreError> {
+        enqueue_fresh_jobs(tx, &[event_id]).await?;
+        Ok(
+            sqlx::query_scalar("SELECT job_id FROM settlement_events WHERE id = $1")
+                .bind(event_id)
+                .fetch_one(&mut **tx)
+                .await?,
+        )
+    }
+
+    async fn write_dead_letter(
+        tx: &mut Self::Tx,
+        id: i64,
+        transition: Transition<DeadLetterState>,
+        decision: &Decision,
+        requeued_job_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE dead_letters SET state = $3, decided_at = now(), decided_by = $4,
+                 decision_reason = $5, requeued_job_id = $6
+             WHERE id = $1 AND state = $2",
+        )
+        .bind(id)
+        .bind(transition.from().label())
+        .bind(transition.to().label())
+        .bind(&decision.actor)
+        .bind(&decision.reason)
+        .bind(requeued_job_id)
+        .execute(&mut **tx)
         .await?;
-    Ok((state, event_id))
-}
-
-async fn open_dead_letter_of(
-    conn: &mut PgConnection,
-    event_id: i64,
-) -> Result<Option<i64>, StoreError> {
-    Ok(
-        sqlx::query_scalar("SELECT id FROM dead_letters WHERE event_id = $1 AND state = 'open'")
-            .bind(event_id)
-            .fetch_optional(&mut *conn)
-            .await?,
-    )
-}
-
-/// Writes a dead-letter decision (a move made by `StateMachine::transition`): refused when the
-/// dead letter is no longer in the move's `from` state.
-async fn decide_dead_letter(
-    conn: &mut PgConnection,
-    id: i64,
-    transition: Transition<DeadLetterState>,
-    decision: &Decision,
-    requeued_job_id: Option<&str>,
-) -> Result<(), StoreError> {
-    let done = sqlx::query(
-        "UPDATE dead_letters SET state = $3, decided_at = now(), decided_by = $4, decision_reason = $5,
-             requeued_job_id = $6
-         WHERE id = $1 AND state = $2",
-    )
-    .bind(id)
-    .bind(transition.from().label())
-    .bind(transition.to().label())
-    .bind(&decision.actor)
-    .bind(&decision.reason)
-    .bind(requeued_job_id)
-    .execute(&mut *conn)
-    .await?;
-    if done.rows_affected() == 1 {
-        Ok(())
-    } else {
-        Err(transition.stale())
+        match done.rows_affected() {
+            1 => Ok(()),
+            _ => Err(transition.stale()),
+        }
     }
-}
 
-async fn audit(
-    conn: &mut PgConnection,
-    decision: &Decision,
-    action: &str,
-    subject: (&str, i64),
-    event_id: i64,
-    before: DeadLetterState,
-    after: DeadLetterState,
-) -> Result<(), StoreError> {
-    insert_audit(
-        conn,
-        decision,
-        action,
-        subject,
-        event_id,
-        (before.as_str(), after.as_str()),
-    )
-    .await
-}
+    async fn lock_conflict(
+        tx: &mut Self::Tx,
+        id: i64,
+    ) -> Result<Option<(String, i64)>, StoreError> {
+        Ok(
+            sqlx::query_as("SELECT state, event_id FROM event_conflicts WHERE id = $1 FOR UPDATE")
+                .bind(id)
+                .fetch_optional(&mut **tx)
+                .await?,
+        )
+    }
 
-async fn insert_audit(
-    conn: &mut PgConnection,
-    decision: &Decision,
-    action: &str,
-    (subject_type, subject_id): (&str, i64),
-    event_id: i64,
-    (before, after): (&str, &str),
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO audit_log (actor, action, reason, subject_type, subject_id, event_id, before_state, after_state)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-    )
-    .bind(&decision.actor)
-    .bind(action)
-    .bind(&decision.reason)
-    .bind(subject_type)
-    .bind(subject_id)
-    .bind(event_id)
-    .bind(before)
-    .bind(after)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
+    async fn write_conflict(
+        tx: &mut Self::Tx,
+        id: i64,
+        transition: Transition<ConflictState>,
+        decision: &Decision,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE event_conflicts SET state = $3, resolved_at = now(), resolved_by = $4,
+                 resolution_reason = $5
+             WHERE id = $1 AND state = $2",
+        )
+        .bind(id)
+        .bind(transition.from().label())
+        .bind(transition.to().label())
+        .bind(&decision.actor)
+        .bind(&decision.reason)
+        .execute(&mut **tx)
+        .await?;
+        match done.rows_affected() {
+            1 => Ok(()),
+            _ => Err(transition.stale()),
+        }
+    }
+
+    async fn audit(
+        tx: &mut Self::Tx,
+        decision: &Decision,
+        action: &str,
+        (subject_type, subject_id): (&str, i64),
+        event_id: i64,
+        (before, after): (&str, &str),
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO audit_log (actor, action, reason, subject_type, subject_id, event_id,
+                                    before_state, after_state)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&decision.actor)
+        .bind(action)
+        .bind(&decision.reason)
+        .bind(subject_type)
+        .bind(subject_id)
+        .bind(event_id)
+        .bind(before)
+        .bind(after)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
 }
 
 crate::store::rows::view_rows!(PgRow);

@@ -36,7 +36,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A writing transaction holding this process' writer turn until it commits or is dropped
 /// (rolled back).
-struct Write {
+pub(in crate::store) struct Write {
     tx: Transaction<'static, Sqlite>,
     _turn: tokio::sync::OwnedMutexGuard<()>,
 }

@@ -1,0 +1,207 @@
+//! The audited decisions on dead letters and conflicts, written once for both backends. Each
+//! backend provides [`DecisionRows`]: a writing transaction and a handful of row reads and writes
+//! that decide nothing. The rules (`review::dead_letter_step`, `review::conflict_step`,
+//! `Decision::require_reason`) and the state machines (`state`) decide; this module runs them in
+//! one transaction with the audit row.
+
+use crate::record::EventStatus;
+use crate::review::{
+    ConflictState, DeadLetterState, Decided, Decision, DecisionError, Step, conflict_step,
+    dead_letter_step,
+};
+use crate::state::{StateMachine, Transition};
+use crate::store::StoreError;
+
+/// What a backend provides for decisions. Every method runs in the caller's transaction.
+pub(super) trait DecisionRows {
+    /// A writing transaction (on SQLite it holds the write lock from its start).
+    type Tx: Send;
+
+    async fn begin_decision(&self) -> Result<Self::Tx, StoreError>;
+
+    async fn commit_decision(&self, tx: Self::Tx) -> Result<(), StoreError>;
+
+    /// The dead letter's state and event, both rows locked against other writers; `None` when
+    /// there is no such dead letter.
+    async fn lock_dead_letter(
+        tx: &mut Self::Tx,
+        id: i64,
+    ) -> Result<Option<(String, i64)>, StoreError>;
+
+    /// The event's open dead letter, if any.
+    async fn open_dead_letter_of(
+        tx: &mut Self::Tx,
+        event_id: i64,
+    ) -> Result<Option<i64>, StoreError>;
+
+    async fn set_event_status(
+        tx: &mut Self::Tx,
+        event_id: i64,
+        transition: Transition<EventStatus>,
+    ) -> Result<(), StoreError>;
+
+    /// Points the event at a fresh job (enqueued in the same transaction); answers its id.
+    async fn give_fresh_job(tx: &mut Self::Tx, event_id: i64) -> Result<String, StoreError>;
+
+    /// Writes the dead letter's move with who decided and why (refused when stale).
+    async fn write_dead_letter(
+        tx: &mut Self::Tx,
+        id: i64,
+        transition: Transition<DeadLetterState>,
+        decision: &Decision,
+        requeued_job_id: Option<&str>,
+    ) -> Result<(), StoreError>;
+
+    /// The conflict's state and event, locked against other writers.
+    async fn lock_conflict(tx: &mut Self::Tx, id: i64)
+    -> Result<Option<(String, i64)>, StoreError>;
+
+    /// Writes the conflict's move with who decided and why (refused when stale).
+    async fn write_conflict(
+        tx: &mut Self::Tx,
+        id: i64,
+        transition: Transition<ConflictState>,
+        decision: &Decision,
+    ) -> Result<(), StoreError>;
+
+    /// Appends the decision to the audit log.
+    async fn audit(
+        tx: &mut Self::Tx,
+        decision: &Decision,
+        action: &str,
+        subject: (&str, i64),
+        event_id: i64,
+        states: (&str, &str),
+    ) -> Result<(), StoreError>;
+
+    /// Called after a requeue committed (SQLite wakes its workers in-process).
+    fn jobs_enqueued(&self) {}
+}
+
+fn parse<S: StateMachine>(what: &str, id: i64, label: &str) -> Result<S, StoreError> {
+    S::parse(label).ok_or_else(|| StoreError::Corrupt(format!("{what} {id} has state {label:?}")))
+}
+
+async fn locked_dead_letter<B: DecisionRows>(
+    tx: &mut B::Tx,
+    id: i64,
+) -> Result<(DeadLetterState, i64), DecisionError> {
+    let (state, event_id) = B::lock_dead_letter(tx, id)
+        .await?
+        .ok_or(DecisionError::NotFound("dead letter"))?;
+    Ok((parse("dead letter", id, &state)?, event_id))
+}
+
+fn decided(id: i64, event_id: i64, changed: bool, state: &str, job_id: Option<String>) -> Decided {
+    Decided {
+        subject_id: id,
+        event_id,
+        changed,
+        state: state.into(),
+        job_id,
+    }
+}
+
+/// Requeues an open dead letter: its event goes back to `recorded` on a fresh job. A repeat
+/// changes nothing, unless the event failed again meanwhile (then the newer dead letter is named).
+pub(super) async fn requeue_dead_letter<B: DecisionRows>(
+    backend: &B,
+    id: i64,
+    decision: &Decision,
+) -> Result<Decided, DecisionError> {
+    let mut tx = backend.begin_decision().await?;
+    let (state, event_id) = locked_dead_letter::<B>(&mut tx, id).await?;
+    let Step::Apply(transition) = dead_letter_step(id, state, DeadLetterState::Requeued)? else {
+        if let Some(newer) = B::open_dead_letter_of(&mut tx, event_id).await? {
+            return Err(DecisionError::AlreadyDecided(format!(
+                "dead letter {id} was requeued and failed again as dead letter {newer}; act on {newer}"
+            )));
+        }
+        return Ok(decided(id, event_id, false, state.label(), None));
+    };
+    let event = EventStatus::Abandoned.transition(EventStatus::Recorded)?;
+    B::set_event_status(&mut tx, event_id, event).await?;
+    let job_id = B::give_fresh_job(&mut tx, event_id).await?;
+    B::write_dead_letter(&mut tx, id, transition, decision, Some(&job_id)).await?;
+    let states = (transition.from().label(), transition.to().label());
+    let subject = ("dead_letter", id);
+    B::audit(
+        &mut tx,
+        decision,
+        "dead_letter.requeue",
+        subject,
+        event_id,
+        states,
+    )
+    .await?;
+    backend.commit_decision(tx).await?;
+    backend.jobs_enqueued();
+    Ok(decided(
+        id,
+        event_id,
+        true,
+        transition.to().label(),
+        Some(job_id),
+    ))
+}
+
+/// Discards an open dead letter (a reason is required): its event is `discarded` for good.
+pub(super) async fn discard_dead_letter<B: DecisionRows>(
+    backend: &B,
+    id: i64,
+    decision: &Decision,
+) -> Result<Decided, DecisionError> {
+    decision.require_reason()?;
+    let mut tx = backend.begin_decision().await?;
+    let (state, event_id) = locked_dead_letter::<B>(&mut tx, id).await?;
+    let Step::Apply(transition) = dead_letter_step(id, state, DeadLetterState::Discarded)? else {
+        return Ok(decided(id, event_id, false, state.label(), None));
+    };
+    let event = EventStatus::Abandoned.transition(EventStatus::Discarded)?;
+    B::set_event_status(&mut tx, event_id, event).await?;
+    B::write_dead_letter(&mut tx, id, transition, decision, None).await?;
+    let states = (transition.from().label(), transition.to().label());
+    let subject = ("dead_letter", id);
+    B::audit(
+        &mut tx,
+        decision,
+        "dead_letter.discard",
+        subject,
+        event_id,
+        states,
+    )
+    .await?;
+    backend.commit_decision(tx).await?;
+    Ok(decided(id, event_id, true, transition.to().label(), None))
+}
+
+/// Resolves an open conflict (a reason is required); the original event stays authoritative.
+pub(super) async fn resolve_conflict<B: DecisionRows>(
+    backend: &B,
+    id: i64,
+    decision: &Decision,
+) -> Result<Decided, DecisionError> {
+    decision.require_reason()?;
+    let mut tx = backend.begin_decision().await?;
+    let (state, event_id) = B::lock_conflict(&mut tx, id)
+        .await?
+        .ok_or(DecisionError::NotFound("conflict"))?;
+    let state: ConflictState = parse("conflict", id, &state)?;
+    let Step::Apply(transition) = conflict_step(id, state, ConflictState::Resolved)? else {
+        return Ok(decided(id, event_id, false, state.label(), None));
+    };
+    B::write_conflict(&mut tx, id, transition, decision).await?;
+    let states = (transition.from().label(), transition.to().label());
+    let subject = ("conflict", id);
+    B::audit(
+        &mut tx,
+        decision,
+        "conflict.resolve",
+        subject,
+        event_id,
+        states,
+    )
+    .await?;
+    backend.commit_decision(tx).await?;
+    Ok(decided(id, event_id, true, transition.to().label(), None))
+}
