@@ -4,6 +4,7 @@
 mod decide;
 mod movements;
 mod postgres;
+mod review_reads;
 mod rows;
 mod sqlite;
 
