@@ -2,6 +2,7 @@
 //! the embedded default. Callers (ingress, workers, ops) never see which one they talk to.
 
 mod decide;
+mod finance_reads;
 mod movements;
 mod postgres;
 mod review_reads;

@@ -1,0 +1,167 @@
+//! The finance reads whose SQL both backends run (`$N` parameters, no casts): the journal page,
+//! payout reconciliation and the payout listing, expanded into each store by `finance_reads!`.
+//! Each backend keeps what it sums its own way: an entry's lines (`attach_lines`) and balances.
+
+/// Defines `journal`, `reconciliation` and `payouts` on `$store` (with its own `attach_lines`),
+/// and `effect` and `entry_view` over `$row`.
+macro_rules! finance_reads {
+    ($store:ty, $row:ty) => {
+        impl $store {
+            pub(in crate::store) async fn journal(
+                &self,
+                filter: &JournalFilter,
+                after: Option<JournalCursor>,
+                limit: u32,
+            ) -> Result<JournalPage, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT je.id, je.effective_date, je.recorded_at, je.source, je.kind, je.movement_id, je.payout_id,
+                            je.reference, je.description, je.event_id, je.reverses_entry_id, je.details,
+                            (SELECT r.id FROM journal_entries r WHERE r.reverses_entry_id = je.id) AS reversed_by_entry_id
+                     FROM journal_entries je
+                     WHERE ($1 IS NULL OR je.effective_date >= $1) AND ($2 IS NULL OR je.effective_date <= $2)
+                       AND ($3 IS NULL OR EXISTS (SELECT 1 FROM journal_lines l WHERE l.entry_id = je.id AND l.account = $3))
+                       AND ($4 IS NULL OR EXISTS (SELECT 1 FROM journal_lines l WHERE l.entry_id = je.id AND l.currency = $4))
+                       AND ($5 IS NULL OR je.source = $5) AND ($6 IS NULL OR je.kind = $6)
+                       AND ($7 IS NULL OR je.reference = $7) AND ($8 IS NULL OR je.payout_id = $8)
+                       AND ($9 IS NULL OR (je.effective_date, je.id) > ($9, $10))
+                     ORDER BY je.effective_date, je.id
+                     LIMIT $11",
+                )
+                .bind(filter.from)
+                .bind(filter.to)
+                .bind(filter.account.as_deref())
+                .bind(filter.currency.as_deref())
+                .bind(filter.source.as_deref())
+                .bind(filter.kind.as_deref())
+                .bind(filter.reference.as_deref())
+                .bind(filter.payout_id.as_deref())
+                .bind(after.map(|c| c.effective_date))
+                .bind(after.map(|c| c.id).unwrap_or_default())
+                .bind(i64::from(limit) + 1)
+                .fetch_all(&self.pool)
+                .await?;
+                let mut items = rows.iter().map(entry_view).collect::<Result<Vec<_>, _>>()?;
+                let more = items.len() > limit as usize;
+                items.truncate(limit as usize);
+                self.attach_lines(&mut items).await?;
+                let next_cursor = if more {
+                    items.last().map(|e| e.cursor().to_string())
+                } else {
+                    None
+                };
+                Ok(JournalPage { items, next_cursor })
+            }
+
+            pub(in crate::store) async fn reconciliation(
+                &self,
+                payout_id: &str,
+            ) -> Result<Option<Reconciliation>, StoreError> {
+                let payout = sqlx::query(
+                    "SELECT je.id, e.facts, je.details,
+                            EXISTS (SELECT 1 FROM journal_entries r WHERE r.reverses_entry_id = je.id)
+                            OR EXISTS (SELECT 1 FROM journal_entries f
+                                       WHERE f.kind = 'payout_failed' AND f.payout_id = $1) AS reversed
+                     FROM journal_entries je JOIN settlement_events e ON e.id = je.event_id
+                     WHERE je.kind = 'payout_paid' AND je.payout_id = $1 ORDER BY je.id LIMIT 1",
+                )
+                .bind(payout_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                let payout = match payout {
+                    Some(row) => {
+                        let (effect, currency) = effect(&row)?;
+                        Some((
+                            row.try_get("id")?,
+                            -effect,
+                            currency,
+                            row.try_get("reversed")?,
+                        ))
+                    }
+                    None => None,
+                };
+                // The payout's items: entries carrying its id (other than the payout itself and its
+                // failure), and entries its provider listed as paid out by it.
+                let rows = sqlx::query(
+                    "SELECT je.id, je.kind, je.movement_id, je.effective_date, e.facts, je.details
+                     FROM journal_entries je JOIN settlement_events e ON e.id = je.event_id
+                     WHERE (je.payout_id = $1 AND je.kind NOT IN ('payout_paid', 'payout_failed'))
+                        OR (je.id IN (SELECT pi.entry_id FROM payout_items pi WHERE pi.payout_id = $1)
+                            AND je.payout_id IS DISTINCT FROM $1)
+                     ORDER BY je.effective_date, je.id",
+                )
+                .bind(payout_id)
+                .fetch_all(&self.pool)
+                .await?;
+                if payout.is_none() && rows.is_empty() {
+                    return Ok(None);
+                }
+                let mut items = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    let (net, currency) = effect(row)?;
+                    let effective_date: NaiveDate = row.try_get("effective_date")?;
+                    let item = ReconciliationItem {
+                        entry_id: row.try_get("id")?,
+                        kind: row.try_get("kind")?,
+                        movement_id: row.try_get("movement_id")?,
+                        effective_date,
+                        net: exact(net, &currency),
+                    };
+                    items.push((item, net, currency));
+                }
+                Ok(Some(reconcile(payout_id, payout, items)))
+            }
+
+            pub(in crate::store) async fn payouts(
+                &self,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<PayoutSummary>, StoreError> {
+                let ids: Vec<String> = sqlx::query_scalar(
+                    "SELECT payout_id FROM (SELECT payout_id FROM journal_entries WHERE payout_id IS NOT NULL
+                                            UNION SELECT payout_id FROM payout_items) AS payouts
+                     WHERE ($1 IS NULL OR payout_id > $1)
+                     ORDER BY payout_id LIMIT $2",
+                )
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?;
+                let mut summaries = Vec::with_capacity(ids.len());
+                for id in ids {
+                    if let Some(reconciliation) = self.reconciliation(&id).await? {
+                        summaries.push(PayoutSummary::from(&reconciliation));
+                    }
+                }
+                Ok(summaries)
+            }
+        }
+
+        /// What an entry did to the provider balance, and in which currency.
+        fn effect(row: &$row) -> Result<(Decimal, String), StoreError> {
+            let facts: Option<serde_json::Value> = row.try_get("facts")?;
+            let details: Option<serde_json::Value> = row.try_get("details")?;
+            balance_effect(details.as_ref(), facts.as_ref()).map_err(StoreError::Corrupt)
+        }
+
+        fn entry_view(row: &$row) -> Result<EntryView, sqlx::Error> {
+            Ok(EntryView {
+                id: row.try_get("id")?,
+                effective_date: row.try_get("effective_date")?,
+                recorded_at: row.try_get("recorded_at")?,
+                source: row.try_get("source")?,
+                kind: row.try_get("kind")?,
+                movement_id: row.try_get("movement_id")?,
+                payout_id: row.try_get("payout_id")?,
+                reference: row.try_get("reference")?,
+                description: row.try_get("description")?,
+                event_id: row.try_get("event_id")?,
+                reverses_entry_id: row.try_get("reverses_entry_id")?,
+                reversed_by_entry_id: row.try_get("reversed_by_entry_id")?,
+                details: row.try_get("details")?,
+                lines: Vec::new(),
+            })
+        }
+    };
+}
+
+pub(crate) use finance_reads;
