@@ -8,6 +8,7 @@ mod postgres;
 mod review_reads;
 mod rows;
 mod sqlite;
+mod verify;
 
 use std::time::Duration;
 

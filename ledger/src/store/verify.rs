@@ -1,0 +1,160 @@
+//! `settle verify`: the invariants of ARCHITECTURE.md, Invariants, checked against what is
+//! stored. Each check is named and described once, with its query for each backend (the same
+//! text where the dialects agree).
+
+use crate::store::Check;
+
+/// A check: what it asserts, and a query listing the violating rows (as text) on each backend.
+pub(super) struct CheckSql {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub postgres: &'static str,
+    pub sqlite: &'static str,
+}
+
+/// How many violating rows a check lists by name.
+const SAMPLES_MAX: usize = 10;
+
+impl CheckSql {
+    /// The check's outcome from the rows its query listed.
+    pub(super) fn outcome(&self, rows: Vec<String>) -> Check {
+        Check {
+            name: self.name,
+            description: self.description,
+            violations: rows.len() as u64,
+            samples: rows.into_iter().take(SAMPLES_MAX).collect(),
+        }
+    }
+}
+
+pub(super) const CHECKS: &[CheckSql] = &[
+    CheckSql {
+        name: "event_accounted_for",
+        description: "every event has exactly one of: posted (its entry, or for an event resolved through the provider's API its movements' entries, none when it named none yet), an open dead letter, a discard, a live job",
+        postgres: "SELECT 'event ' || e.id || ' (' || e.status || ')' FROM settlement_events e
+         LEFT JOIN apalis.jobs j ON j.id = e.job_id
+         WHERE NOT CASE e.status
+             WHEN 'posted' THEN (e.posted_entry_id IS NOT NULL OR e.facts ? 'stripe')
+                 AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = e.id AND d.state = 'open')
+             WHEN 'abandoned' THEN (SELECT count(*) FROM dead_letters d WHERE d.event_id = e.id AND d.state = 'open') = 1
+             WHEN 'discarded' THEN e.posted_entry_id IS NULL
+                 AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = e.id AND d.state = 'discarded')
+             WHEN 'recorded' THEN e.posted_entry_id IS NULL
+                 AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = e.id AND d.state = 'open')
+                 AND (j.status IN ('Pending', 'Queued', 'Running')
+                      OR (j.status = 'Failed' AND j.attempts < j.max_attempts))
+             ELSE false END
+         ORDER BY e.id",
+        sqlite: "SELECT 'event ' || e.id || ' (' || e.status || ')' FROM settlement_events e
+         LEFT JOIN Jobs j ON j.id = e.job_id
+         WHERE NOT CASE e.status
+             WHEN 'posted' THEN (e.posted_entry_id IS NOT NULL OR json_extract(e.facts, '$.stripe') IS NOT NULL)
+                 AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = e.id AND d.state = 'open')
+             WHEN 'abandoned' THEN (SELECT count(*) FROM dead_letters d WHERE d.event_id = e.id AND d.state = 'open') = 1
+             WHEN 'discarded' THEN e.posted_entry_id IS NULL
+                 AND EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = e.id AND d.state = 'discarded')
+             WHEN 'recorded' THEN e.posted_entry_id IS NULL
+                 AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = e.id AND d.state = 'open')
+                 AND (j.status IN ('Pending', 'Queued', 'Running')
+                      OR (j.status = 'Failed' AND j.attempts < j.max_attempts))
+             ELSE 0 END
+         ORDER BY e.id",
+    },
+    CheckSql {
+        name: "dead_letter_open_only_for_abandoned",
+        description: "an open dead letter belongs to an abandoned event",
+        postgres: DEAD_LETTER_OPEN_ONLY_FOR_ABANDONED,
+        sqlite: DEAD_LETTER_OPEN_ONLY_FOR_ABANDONED,
+    },
+    CheckSql {
+        name: "dead_letter_decisions_audited",
+        description: "nothing in the dead letter changed state except by an audited ops action",
+        postgres: DEAD_LETTER_DECISIONS_AUDITED,
+        sqlite: DEAD_LETTER_DECISIONS_AUDITED,
+    },
+    CheckSql {
+        name: "source_key_unique",
+        description: "no two entries share a source key",
+        postgres: SOURCE_KEY_UNIQUE,
+        sqlite: SOURCE_KEY_UNIQUE,
+    },
+    CheckSql {
+        name: "one_entry_per_event",
+        description: "no event posting its own facts has two entries",
+        postgres: ONE_ENTRY_PER_EVENT,
+        sqlite: ONE_ENTRY_PER_EVENT,
+    },
+    CheckSql {
+        name: "posted_entry_matches_event",
+        description: "a posted event's entry is the entry of its own money movement (or one of the provider movements it resolved to)",
+        postgres: "SELECT 'event ' || e.id || ' -> entry ' || je.id FROM settlement_events e
+         JOIN journal_entries je ON je.id = e.posted_entry_id
+         WHERE je.source <> e.source
+            OR CASE WHEN e.facts ? 'stripe' THEN false
+                    ELSE je.details IS NOT NULL OR je.kind <> e.kind OR je.movement_id <> e.movement_id END
+         ORDER BY e.id",
+        sqlite: "SELECT 'event ' || e.id || ' -> entry ' || je.id FROM settlement_events e
+         JOIN journal_entries je ON je.id = e.posted_entry_id
+         WHERE je.source <> e.source
+            OR CASE WHEN json_extract(e.facts, '$.stripe') IS NOT NULL THEN false
+                    ELSE je.details IS NOT NULL OR je.kind <> e.kind OR je.movement_id <> e.movement_id END
+         ORDER BY e.id",
+    },
+    CheckSql {
+        name: "payout_item_of_its_source",
+        description: "an entry is tied only to a payout of its own source",
+        postgres: PAYOUT_ITEM_OF_ITS_SOURCE,
+        sqlite: PAYOUT_ITEM_OF_ITS_SOURCE,
+    },
+    CheckSql {
+        name: "entry_balanced",
+        description: "every entry has at least two lines and balances per currency",
+        postgres: "SELECT 'entry ' || je.id FROM journal_entries je
+         WHERE (SELECT count(*) FROM journal_lines l WHERE l.entry_id = je.id) < 2
+            OR EXISTS (SELECT 1 FROM journal_lines l WHERE l.entry_id = je.id
+                       GROUP BY l.currency HAVING sum(l.amount) <> 0)
+         ORDER BY je.id",
+        sqlite: "SELECT 'entry ' || je.id FROM journal_entries je
+         WHERE (SELECT count(*) FROM journal_lines l WHERE l.entry_id = je.id) < 2
+            OR EXISTS (SELECT 1 FROM journal_lines l WHERE l.entry_id = je.id
+                       GROUP BY l.currency HAVING sum(l.amount_minor) <> 0)
+         ORDER BY je.id",
+    },
+    CheckSql {
+        name: "journal_immutable",
+        description: "the triggers that keep the journal, events, payout items and audit log append-only and entries balanced are in place (and enabled)",
+        postgres: "SELECT 'trigger ' || name || ' missing or disabled' FROM unnest(ARRAY[
+             'journal_entries_immutable', 'journal_entries_no_truncate', 'journal_lines_immutable',
+             'journal_lines_no_truncate', 'journal_entries_balanced', 'journal_lines_balanced',
+             'settlement_events_guard', 'settlement_events_no_truncate', 'audit_log_immutable',
+             'audit_log_no_truncate', 'payout_items_immutable', 'payout_items_no_truncate']) AS name
+         WHERE NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgname = name AND t.tgenabled = 'O')",
+        sqlite: "SELECT 'trigger ' || t.value || ' missing' FROM json_each(json_array(
+             'journal_entries_no_update', 'journal_entries_no_delete', 'journal_lines_no_update',
+             'journal_lines_no_delete', 'journal_entries_balanced', 'journal_lines_before_their_entry',
+             'settlement_events_immutable', 'settlement_events_no_delete', 'audit_log_no_update',
+             'audit_log_no_delete', 'payout_items_no_update', 'payout_items_no_delete')) AS t
+         WHERE NOT EXISTS (SELECT 1 FROM sqlite_master m WHERE m.type = 'trigger' AND m.name = t.value)",
+    },
+];
+
+const DEAD_LETTER_OPEN_ONLY_FOR_ABANDONED: &str =
+    "SELECT 'dead letter ' || d.id || ' (event ' || e.id || ' is ' || e.status || ')'
+         FROM dead_letters d JOIN settlement_events e ON e.id = d.event_id
+         WHERE d.state = 'open' AND e.status <> 'abandoned' ORDER BY d.id";
+
+const DEAD_LETTER_DECISIONS_AUDITED: &str =
+    "SELECT 'dead letter ' || d.id || ' (' || d.state || ')' FROM dead_letters d
+         WHERE d.state <> 'open' AND NOT EXISTS (
+             SELECT 1 FROM audit_log a WHERE a.subject_type = 'dead_letter' AND a.subject_id = d.id
+               AND a.after_state = d.state)
+         ORDER BY d.id";
+
+const SOURCE_KEY_UNIQUE: &str = "SELECT 'source key ' || source_key FROM journal_entries GROUP BY source_key HAVING count(*) > 1";
+
+const ONE_ENTRY_PER_EVENT: &str =
+    "SELECT 'event ' || event_id FROM journal_entries WHERE details IS NULL
+         GROUP BY event_id HAVING count(*) > 1";
+
+const PAYOUT_ITEM_OF_ITS_SOURCE: &str = "SELECT 'entry ' || pi.entry_id || ' (payout ' || pi.payout_id || ')' FROM payout_items pi
+         JOIN journal_entries je ON je.id = pi.entry_id WHERE je.source <> pi.source ORDER BY pi.entry_id";
