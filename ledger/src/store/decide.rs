@@ -11,16 +11,10 @@ use crate::review::{
 };
 use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
+use crate::store::backend::Backend;
 
 /// What a backend provides for decisions. Every method runs in the caller's transaction.
-pub(super) trait DecisionRows {
-    /// A writing transaction (on SQLite it holds the write lock from its start).
-    type Tx: Send;
-
-    async fn begin_decision(&self) -> Result<Self::Tx, StoreError>;
-
-    async fn commit_decision(&self, tx: Self::Tx) -> Result<(), StoreError>;
-
+pub(super) trait DecisionRows: Backend {
     /// The dead letter's state and event, both rows locked against other writers; `None` when
     /// there is no such dead letter.
     async fn lock_dead_letter(
@@ -109,7 +103,7 @@ pub(super) async fn requeue_dead_letter<B: DecisionRows>(
     id: i64,
     decision: &Decision,
 ) -> Result<Decided, DecisionError> {
-    let mut tx = backend.begin_decision().await?;
+    let mut tx = backend.begin_write().await?;
     let (state, event_id) = locked_dead_letter::<B>(&mut tx, id).await?;
     let Step::Apply(transition) = dead_letter_step(id, state, DeadLetterState::Requeued)? else {
         if let Some(newer) = B::open_dead_letter_of(&mut tx, event_id).await? {
@@ -134,7 +128,7 @@ pub(super) async fn requeue_dead_letter<B: DecisionRows>(
         states,
     )
     .await?;
-    backend.commit_decision(tx).await?;
+    backend.commit(tx).await?;
     backend.jobs_enqueued();
     Ok(decided(
         id,
@@ -152,7 +146,7 @@ pub(super) async fn discard_dead_letter<B: DecisionRows>(
     decision: &Decision,
 ) -> Result<Decided, DecisionError> {
     decision.require_reason()?;
-    let mut tx = backend.begin_decision().await?;
+    let mut tx = backend.begin_write().await?;
     let (state, event_id) = locked_dead_letter::<B>(&mut tx, id).await?;
     let Step::Apply(transition) = dead_letter_step(id, state, DeadLetterState::Discarded)? else {
         return Ok(decided(id, event_id, false, state.label(), None));
@@ -171,7 +165,7 @@ pub(super) async fn discard_dead_letter<B: DecisionRows>(
         states,
     )
     .await?;
-    backend.commit_decision(tx).await?;
+    backend.commit(tx).await?;
     Ok(decided(id, event_id, true, transition.to().label(), None))
 }
 
@@ -182,7 +176,7 @@ pub(super) async fn resolve_conflict<B: DecisionRows>(
     decision: &Decision,
 ) -> Result<Decided, DecisionError> {
     decision.require_reason()?;
-    let mut tx = backend.begin_decision().await?;
+    let mut tx = backend.begin_write().await?;
     let (state, event_id) = B::lock_conflict(&mut tx, id)
         .await?
         .ok_or(DecisionError::NotFound("conflict"))?;
@@ -202,6 +196,6 @@ pub(super) async fn resolve_conflict<B: DecisionRows>(
         states,
     )
     .await?;
-    backend.commit_decision(tx).await?;
+    backend.commit(tx).await?;
     Ok(decided(id, event_id, true, transition.to().label(), None))
 }

@@ -1,7 +1,9 @@
 //! The only place with SQL. One [`Store`] over the backends: PostgreSQL for fleets, SQLite for
 //! the embedded default. Callers (ingress, workers, ops) never see which one they talk to.
 
+mod backend;
 mod decide;
+mod failures;
 mod finance_reads;
 mod movements;
 mod postgres;
@@ -400,7 +402,7 @@ impl Store {
         error: &PostError,
         decision: FailureDecision,
     ) -> Result<(), StoreError> {
-        on_backend!(self, store => store.fail_attempt(job, worker, attempt, error, decision).await)
+        on_backend!(self, store => failures::fail_attempt(store, job, worker, attempt, error, decision).await)
     }
 
     /// Gives the job back to the queue, due in `delay_ms`, if `worker` still holds it (a job
@@ -421,7 +423,7 @@ impl Store {
         job_id: &str,
         detail: &str,
     ) -> Result<Option<EventId>, StoreError> {
-        on_backend!(self, store => store.dead_letter_unreadable_job(job_id, detail).await)
+        on_backend!(self, store => failures::dead_letter_unreadable_job(store, job_id, detail).await)
     }
 
     /// Gives events left `recorded` without a live job (older than `grace_secs`) a fresh job.

@@ -10,13 +10,14 @@ use super::{PgStore, QUEUE_ATTEMPTS_MAX};
 use crate::event::Kind;
 use crate::ids::EventId;
 use crate::job::{
-    AttemptOutcome, AttemptStart, ErrorClass, FailureDecision, JobRef, POST_SETTLEMENT_QUEUE,
-    PostError, Posted, QueueStatus,
+    AttemptOutcome, AttemptStart, ErrorClass, JobRef, POST_SETTLEMENT_QUEUE, PostError, Posted,
+    QueueStatus,
 };
 use crate::posting::PostingRules;
 use crate::record::EventStatus;
 use crate::state::{AttemptState, StateMachine, Transition};
 use crate::store::StoreError;
+use crate::store::failures::FailureRows;
 
 /// The error a died attempt is recorded with.
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
@@ -253,47 +254,6 @@ impl PgStore {
         Ok(results.into_iter().flatten().collect())
     }
 
-    pub(in crate::store) async fn fail_attempt(
-        &self,
-        job: &JobRef,
-        worker: &str,
-        attempt: u32,
-        error: &PostError,
-        decision: FailureDecision,
-    ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let outcome = if error.is_transient() {
-            AttemptOutcome::Transient
-        } else {
-            AttemptOutcome::Permanent
-        };
-        finish_attempt(&mut tx, job, attempt, outcome, Some(error)).await?;
-        match decision {
-            FailureDecision::RetryAfterMs(delay_ms) => {
-                retry_later(&mut tx, &job.job_id, worker, delay_ms).await?
-            }
-            FailureDecision::DeadLetter(class) => {
-                if let Some((EventStatus::Recorded, current)) =
-                    lock_event(&mut tx, job.event_id).await?
-                    && current == job.job_id
-                {
-                    abandon(
-                        &mut tx,
-                        job,
-                        class,
-                        error.code(),
-                        &error.to_string(),
-                        attempt,
-                    )
-                    .await?;
-                }
-                kill_job(&mut tx, &job.job_id).await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
     pub(in crate::store) async fn retry_later(
         &self,
         job_id: &str,
@@ -302,42 +262,6 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await?;
         retry_later(&mut conn, job_id, worker, delay_ms).await
-    }
-
-    pub(in crate::store) async fn dead_letter_unreadable_job(
-        &self,
-        job_id: &str,
-        detail: &str,
-    ) -> Result<Option<EventId>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let event: Option<i64> = sqlx::query_scalar(
-            "SELECT id FROM settlement_events WHERE job_id = $1 AND status = $2 FOR UPDATE",
-        )
-        .bind(job_id)
-        .bind(EventStatus::Recorded.as_str())
-        .fetch_optional(&mut *tx)
-        .await?;
-        kill_job(&mut tx, job_id).await?;
-        let Some(event_id) = event.map(EventId::new) else {
-            tx.commit().await?;
-            return Ok(None);
-        };
-        let job = JobRef {
-            job_id: job_id.to_owned(),
-            event_id,
-        };
-        let error = PostError::UndecodableJob(detail.to_owned());
-        abandon(
-            &mut tx,
-            &job,
-            ErrorClass::Permanent,
-            error.code(),
-            &error.to_string(),
-            0,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(Some(event_id))
     }
 
     pub(in crate::store) async fn sweep(
@@ -630,4 +554,60 @@ async fn kill_job(conn: &mut PgConnection, job_id: &str) -> Result<(), StoreErro
         .execute(&mut *conn)
         .await?;
     Ok(())
+}
+
+impl FailureRows for PgStore {
+    async fn finish_attempt(
+        tx: &mut Self::Tx,
+        job: &JobRef,
+        attempt: u32,
+        outcome: AttemptOutcome,
+        error: Option<&PostError>,
+    ) -> Result<(), StoreError> {
+        finish_attempt(tx, job, attempt, outcome, error).await
+    }
+
+    async fn retry_later(
+        tx: &mut Self::Tx,
+        job_id: &str,
+        worker: &str,
+        delay_ms: u64,
+    ) -> Result<(), StoreError> {
+        retry_later(tx, job_id, worker, delay_ms).await
+    }
+
+    async fn event_state(
+        tx: &mut Self::Tx,
+        event_id: EventId,
+    ) -> Result<Option<(EventStatus, String)>, StoreError> {
+        lock_event(tx, event_id).await
+    }
+
+    async fn recorded_event_of_job(
+        tx: &mut Self::Tx,
+        job_id: &str,
+    ) -> Result<Option<EventId>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM settlement_events WHERE job_id = $1 AND status = $2 FOR UPDATE",
+        )
+        .bind(job_id)
+        .bind(EventStatus::Recorded.label())
+        .fetch_optional(&mut **tx)
+        .await?
+        .map(EventId::new))
+    }
+
+    async fn abandon(
+        tx: &mut Self::Tx,
+        job: &JobRef,
+        class: ErrorClass,
+        error: &PostError,
+        attempts: u32,
+    ) -> Result<(), StoreError> {
+        abandon(tx, job, class, error.code(), &error.to_string(), attempts).await
+    }
+
+    async fn kill_job(tx: &mut Self::Tx, job_id: &str) -> Result<(), StoreError> {
+        kill_job(tx, job_id).await
+    }
 }

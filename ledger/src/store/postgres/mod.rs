@@ -151,6 +151,18 @@ impl PgStore {
     }
 }
 
+impl super::backend::Backend for PgStore {
+    type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
+    async fn begin_write(&self) -> Result<Self::Tx, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+
+    async fn commit(&self, tx: Self::Tx) -> Result<(), StoreError> {
+        Ok(tx.commit().await?)
+    }
+}
+
 async fn migrate_locked(conn: &mut PgConnection) -> Result<(), StoreError> {
     sqlx::query("CREATE EXTENSION IF NOT EXISTS hstore")
         .execute(&mut *conn)

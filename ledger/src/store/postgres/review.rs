@@ -21,16 +21,6 @@ use crate::store::rows::{CONFLICT_COLUMNS, DEAD_LETTER_COLUMNS, EVENT_COLUMNS};
 crate::store::review_reads::review_reads!(PgStore);
 
 impl DecisionRows for PgStore {
-    type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
-
-    async fn begin_decision(&self) -> Result<Self::Tx, StoreError> {
-        Ok(self.pool.begin().await?)
-    }
-
-    async fn commit_decision(&self, tx: Self::Tx) -> Result<(), StoreError> {
-        Ok(tx.commit().await?)
-    }
-
     async fn lock_dead_letter(
         tx: &mut Self::Tx,
         id: i64,

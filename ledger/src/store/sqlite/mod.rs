@@ -61,6 +61,18 @@ impl std::ops::DerefMut for Write {
     }
 }
 
+impl super::backend::Backend for SqliteStore {
+    type Tx = Write;
+
+    async fn begin_write(&self) -> Result<Self::Tx, StoreError> {
+        self.write().await
+    }
+
+    async fn commit(&self, tx: Self::Tx) -> Result<(), StoreError> {
+        Ok(tx.commit().await?)
+    }
+}
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
 #[derive(Clone, Debug)]

@@ -6,7 +6,7 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
 use super::jobs::{enqueue_fresh_jobs, set_event_status};
-use super::{SqliteStore, Write, now};
+use super::{SqliteStore, now};
 use crate::ids::EventId;
 use crate::record::EventStatus;
 use crate::review::{
@@ -22,17 +22,6 @@ use crate::store::rows::{CONFLICT_COLUMNS, DEAD_LETTER_COLUMNS, EVENT_COLUMNS};
 crate::store::review_reads::review_reads!(SqliteStore);
 
 impl DecisionRows for SqliteStore {
-    type Tx = Write;
-
-    async fn begin_decision(&self) -> Result<Self::Tx, StoreError> {
-        self.write().await
-    }
-
-    async fn commit_decision(&self, tx: Self::Tx) -> Result<(), StoreError> {
-        Ok(tx.commit().await?)
-    }
-
-    /// The write lock, held since the transaction began, keeps every other writer out.
     async fn lock_dead_letter(
         tx: &mut Self::Tx,
         id: i64,
