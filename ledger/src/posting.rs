@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use crate::event::{Amounts, Kind, SettlementEvent};
 use crate::ids::SourceName;
+use crate::job::PostError;
 use crate::money::{Amount, Currency};
 use crate::movement::{Counter, FeeType, Movement};
 
@@ -275,6 +276,47 @@ pub fn same_amounts(a: &[Line], b: &[Line]) -> bool {
     amounts(a) == amounts(b)
 }
 
+/// The reversal rule: a payout failure's entry is the line-for-line reversal of its payout's
+/// entry (`paid`), and must move the same amounts as the failure's own draft; otherwise the
+/// failure is refused with what it was for.
+pub fn reverse_payout(
+    payout_id: &str,
+    paid: &[Line],
+    failure: &EntryDraft,
+    currency: Currency,
+) -> Result<Vec<Line>, PostError> {
+    let reversal = reversal_lines(paid);
+    if same_amounts(&reversal, &failure.lines) {
+        return Ok(reversal);
+    }
+    let amount: Decimal = failure
+        .lines
+        .iter()
+        .map(|l| l.amount)
+        .filter(|a| a.is_sign_positive())
+        .sum();
+    Err(PostError::ReversalMismatch {
+        payout_id: payout_id.to_owned(),
+        detail: format!("the failure is for {currency} {amount}"),
+    })
+}
+
+/// The replay rule: an entry already holds this source key; the same facts (`fingerprint`)
+/// replay it, different facts are a conflict.
+pub fn replay_or_conflict(
+    stored_fingerprint: &str,
+    fingerprint: &str,
+    source_key: &str,
+) -> Result<(), PostError> {
+    if stored_fingerprint == fingerprint {
+        Ok(())
+    } else {
+        Err(PostError::SourceReplayConflict {
+            source_key: source_key.to_owned(),
+        })
+    }
+}
+
 fn sum(a: Amount, b: Amount) -> Decimal {
     a.decimal() + b.decimal()
 }
@@ -519,5 +561,50 @@ mod tests {
         assert!(entry(vec![line(1), line(-1)]).is_balanced());
         assert!(!entry(vec![line(1), line(-2)]).is_balanced());
         assert!(!entry(vec![line(0)]).is_balanced());
+    }
+
+    fn usd(account: &str, amount: &str) -> Line {
+        Line {
+            account: account.into(),
+            currency: Currency::parse("USD").expect("USD"),
+            amount: amount.parse().expect("amount"),
+        }
+    }
+
+    #[test]
+    fn a_payout_failure_reverses_its_payout_line_for_line_or_is_refused() {
+        let paid = [usd("bank", "96.80"), usd("std:balance", "-96.80")];
+        let failure = |amount: &str| EntryDraft {
+            source_key: "std/payout_failed/po_1".into(),
+            effective_date: NaiveDate::from_ymd_opt(2026, 12, 1).expect("date"),
+            description: "payout_failed po_1".into(),
+            lines: vec![
+                usd("std:balance", amount),
+                usd("bank", &format!("-{amount}")),
+            ],
+        };
+        let usd_code = Currency::parse("USD").expect("USD");
+        let reversal =
+            reverse_payout("po_1", &paid, &failure("96.80"), usd_code).expect("reversal");
+        assert_eq!(
+            reversal,
+            vec![usd("bank", "-96.80"), usd("std:balance", "96.80")]
+        );
+        match reverse_payout("po_1", &paid, &failure("90.00"), usd_code) {
+            Err(PostError::ReversalMismatch { payout_id, detail }) => {
+                assert_eq!(payout_id, "po_1");
+                assert_eq!(detail, "the failure is for USD 90.00");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_same_facts_replay_and_different_ones_conflict() {
+        assert!(replay_or_conflict("ab", "ab", "std/charge_settled/ch_1").is_ok());
+        assert!(matches!(
+            replay_or_conflict("ab", "cd", "std/charge_settled/ch_1"),
+            Err(PostError::SourceReplayConflict { source_key }) if source_key == "std/charge_settled/ch_1"
+        ));
     }
 }

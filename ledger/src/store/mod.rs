@@ -7,6 +7,7 @@ mod failures;
 mod finance_reads;
 mod movements;
 mod postgres;
+mod prepare;
 mod review_reads;
 mod rows;
 mod sqlite;

@@ -5,7 +5,7 @@ use sqlx::Row;
 use sqlx::postgres::PgConnection;
 use tracing::debug;
 
-use super::posting::{Locked, Posting, Prepared, insert_postings, post_locked, prepare};
+use super::posting::{Locked, Posting, insert_postings, post_locked};
 use super::{PgStore, QUEUE_ATTEMPTS_MAX};
 use crate::event::Kind;
 use crate::ids::EventId;
@@ -18,6 +18,7 @@ use crate::record::EventStatus;
 use crate::state::{AttemptState, StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::failures::FailureRows;
+use crate::store::prepare::{EventRow, Prepared, prepare};
 
 /// The error a died attempt is recorded with.
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
@@ -321,18 +322,6 @@ pub(super) fn distinct_events<'a>(jobs: impl Iterator<Item = &'a JobRef>) -> boo
 
 pub(super) fn missing_event(job: &JobRef) -> PostError {
     PostError::CorruptEvent(format!("event {} does not exist", job.event_id))
-}
-
-/// An event row as the posting reads it, locked.
-pub(super) struct EventRow {
-    pub(super) id: i64,
-    pub(super) source: String,
-    pub(super) status: String,
-    pub(super) job_id: String,
-    /// `None` for an event recorded with invalid facts.
-    pub(super) facts: Option<serde_json::Value>,
-    pub(super) validation_error: Option<String>,
-    pub(super) received_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Locks the events (in id order, so concurrent groups never deadlock) and reads them.

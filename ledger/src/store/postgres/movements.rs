@@ -10,7 +10,7 @@ use tracing::debug;
 
 use super::PgStore;
 use super::jobs::{
-    EventRow, begin_with_lock_timeout, complete_job, distinct_events, finish_attempt, lock_events,
+    begin_with_lock_timeout, complete_job, distinct_events, finish_attempt, lock_events,
     missing_event,
 };
 use crate::job::{AttemptOutcome, PostError, Posted};
@@ -20,6 +20,7 @@ use crate::state::StateMachine;
 use crate::store::movements::{
     Existing, Plan, RACED, ResolvedPost, alias_legacy, lookup_keys, plan,
 };
+use crate::store::prepare::EventRow;
 use crate::store::{STATEMENT_BYTES_MAX, StoreError, split_by_bytes};
 
 impl PgStore {

@@ -5,14 +5,15 @@
 use rust_decimal::Decimal;
 use sqlx::postgres::PgConnection;
 
-use super::jobs::{EventRow, complete_job, finish_attempt, set_event_status};
+use super::jobs::{complete_job, finish_attempt, set_event_status};
 use crate::event::{Kind, SettlementEvent};
 use crate::ids::SourceName;
-use crate::job::{AttemptOutcome, JobRef, PostError, Posted, ProviderError};
+use crate::job::{AttemptOutcome, JobRef, PostError, Posted};
 use crate::money::Currency;
 use crate::posting::{self, EntryDraft, Line, PostingRules};
 use crate::record::EventStatus;
 use crate::state::StateMachine;
+use crate::store::prepare::{EventRow, Prepared, Ready, prepare};
 use crate::store::{STATEMENT_BYTES_MAX, StoreError, split_by_bytes};
 
 /// How posting one locked event ended, with the transaction still usable. (An `Err` beside it
@@ -23,33 +24,7 @@ pub(super) enum Locked {
     Refused(PostError),
 }
 
-/// What a locked event row says about posting it, before anything is written.
-pub(super) enum Prepared {
-    /// Posted or closed already, or no longer waiting for this job.
-    Settled,
-    /// Refused for the event's own reason (invalid or unreadable facts).
-    Refused(PostError),
-    Ready(Box<Ready>),
-}
-
-/// An event ready to post: its facts read and its entry drafted by the posting rules.
-pub(super) struct Ready {
-    source: SourceName,
-    pub(super) event: SettlementEvent,
-    draft: EntryDraft,
-    fingerprint: String,
-    pub(super) received_at: chrono::DateTime<chrono::Utc>,
-}
-
 impl Ready {
-    pub(super) fn balanced(&self) -> Result<(), PostError> {
-        if self.draft.is_balanced() {
-            Ok(())
-        } else {
-            Err(PostError::Unbalanced(self.draft.source_key.clone()))
-        }
-    }
-
     pub(super) fn posting<'a>(
         &'a self,
         job: &'a JobRef,
@@ -66,47 +41,6 @@ impl Ready {
             reverses,
         }
     }
-}
-
-pub(super) fn prepare(job: &JobRef, row: &EventRow, rules: &PostingRules) -> Prepared {
-    if row.status != EventStatus::Recorded.as_str() || row.job_id != job.job_id {
-        return Prepared::Settled;
-    }
-    if let Some(error) = &row.validation_error {
-        return Prepared::Refused(PostError::InvalidFacts(error.clone()));
-    }
-    let Some(facts) = &row.facts else {
-        return Prepared::Refused(PostError::CorruptEvent(format!(
-            "event {} has neither facts nor a validation error",
-            row.id
-        )));
-    };
-    if crate::stripe::Trigger::from_stored(facts).is_some() {
-        // Its movements are fetched from the provider first (Store::post_resolved).
-        return Prepared::Refused(PostError::Provider(ProviderError::NotConfigured(
-            row.source.clone(),
-        )));
-    }
-    let parsed = SettlementEvent::from_stored(facts)
-        .map_err(|e| e.to_string())
-        .and_then(|event| {
-            SourceName::parse(&row.source)
-                .map(|source| (event, source))
-                .map_err(|e| e.to_string())
-        });
-    let (event, source) = match parsed {
-        Ok(parsed) => parsed,
-        Err(error) => return Prepared::Refused(PostError::CorruptEvent(error)),
-    };
-    let draft = posting::draft(&source, &event, &rules.accounts(&source));
-    let fingerprint = event.fingerprint().to_hex();
-    Prepared::Ready(Box::new(Ready {
-        source,
-        event,
-        draft,
-        fingerprint,
-        received_at: row.received_at,
-    }))
 }
 
 /// The posting of one event whose row the caller's transaction holds locked: settled already,
@@ -154,10 +88,10 @@ pub(super) async fn post_locked(
             .fetch_one(&mut *tx)
             .await
             .map_err(StoreError::from)?;
-    if stored != ready.fingerprint {
-        return Ok(Locked::Refused(PostError::SourceReplayConflict {
-            source_key: ready.draft.source_key,
-        }));
+    if let Err(conflict) =
+        posting::replay_or_conflict(&stored, &ready.fingerprint, &ready.draft.source_key)
+    {
+        return Ok(Locked::Refused(conflict));
     }
     set_event_status(
         tx,
@@ -213,28 +147,9 @@ async fn reverse_payout(
             amount,
         });
     }
-    let reversal = posting::reversal_lines(&paid_lines);
-    if !posting::same_amounts(&reversal, &draft.lines) {
-        return Err(PostError::ReversalMismatch {
-            payout_id,
-            detail: format!(
-                "the failure is for {} {}",
-                event.currency(),
-                draft_amount(draft)
-            ),
-        });
-    }
+    let reversal = posting::reverse_payout(&payout_id, &paid_lines, draft, event.currency())?;
     draft.lines = reversal;
     Ok(paid_id)
-}
-
-fn draft_amount(draft: &EntryDraft) -> Decimal {
-    draft
-        .lines
-        .iter()
-        .map(|l| l.amount)
-        .filter(|a| a.is_sign_positive())
-        .sum()
 }
 
 /// A new entry for an event, as one posting writes it.

@@ -10,8 +10,8 @@ use super::{SqliteStore, insert_job, now};
 use crate::event::{Kind, SettlementEvent};
 use crate::ids::{EventId, SourceName};
 use crate::job::{
-    AttemptOutcome, AttemptStart, ErrorClass, JobRef, PostError, Posted, ProviderError,
-    QueueStatus, start_gate, start_step,
+    AttemptOutcome, AttemptStart, ErrorClass, JobRef, PostError, Posted, QueueStatus, start_gate,
+    start_step,
 };
 use crate::money::Currency;
 use crate::posting::{self, EntryDraft, Line, PostingRules};
@@ -19,6 +19,7 @@ use crate::record::EventStatus;
 use crate::state::{AttemptState, StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::failures::FailureRows;
+use crate::store::prepare::{EventRow, Prepared, Ready, prepare};
 use tracing::debug;
 
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
@@ -262,41 +263,40 @@ async fn post_in(
     attempt: u32,
     rules: &PostingRules,
 ) -> Result<Posted, PostError> {
-    let row = sqlx::query("SELECT source, status, job_id, facts, validation_error, received_at FROM settlement_events WHERE id = ?1")
-            .bind(job.event_id.get())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from)?
-            .ok_or_else(|| PostError::CorruptEvent(format!("event {} does not exist", job.event_id)))?;
-    let status: String = row.try_get("status").map_err(StoreError::from)?;
-    let received_at: chrono::DateTime<chrono::Utc> =
-        row.try_get("received_at").map_err(StoreError::from)?;
-    let current_job: String = row.try_get("job_id").map_err(StoreError::from)?;
-    if status != EventStatus::Recorded.as_str() || current_job != job.job_id {
-        finish_attempt(&mut *conn, job, attempt, AttemptOutcome::Settled, None).await?;
-        complete_job(&mut *conn, &job.job_id).await?;
-        return Ok(Posted::AlreadySettled);
-    }
-    if let Some(error) = row
-        .try_get::<Option<String>, _>("validation_error")
-        .map_err(StoreError::from)?
-    {
-        return Err(PostError::InvalidFacts(error));
-    }
-    let facts: serde_json::Value = row.try_get("facts").map_err(StoreError::from)?;
-    let source_text: String = row.try_get("source").map_err(StoreError::from)?;
-    if crate::stripe::Trigger::from_stored(&facts).is_some() {
-        // Its movements are fetched from the provider first (Store::post_resolved).
-        return Err(PostError::Provider(ProviderError::NotConfigured(
-            source_text,
-        )));
-    }
-    let event =
-        SettlementEvent::from_stored(&facts).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
-    let source =
-        SourceName::parse(&source_text).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
-
-    let mut draft = posting::draft(&source, &event, &rules.accounts(&source));
+    let row = sqlx::query(
+        "SELECT id, source, status, job_id, facts, validation_error, received_at
+         FROM settlement_events WHERE id = ?1",
+    )
+    .bind(job.event_id.get())
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(StoreError::from)?
+    .ok_or_else(|| PostError::CorruptEvent(format!("event {} does not exist", job.event_id)))?;
+    let row = EventRow {
+        id: row.try_get("id").map_err(StoreError::from)?,
+        source: row.try_get("source").map_err(StoreError::from)?,
+        status: row.try_get("status").map_err(StoreError::from)?,
+        job_id: row.try_get("job_id").map_err(StoreError::from)?,
+        facts: row.try_get("facts").map_err(StoreError::from)?,
+        validation_error: row.try_get("validation_error").map_err(StoreError::from)?,
+        received_at: row.try_get("received_at").map_err(StoreError::from)?,
+    };
+    let ready = match prepare(job, &row, rules) {
+        Prepared::Settled => {
+            finish_attempt(&mut *conn, job, attempt, AttemptOutcome::Settled, None).await?;
+            complete_job(&mut *conn, &job.job_id).await?;
+            return Ok(Posted::AlreadySettled);
+        }
+        Prepared::Refused(error) => return Err(error),
+        Prepared::Ready(ready) => *ready,
+    };
+    let Ready {
+        source,
+        event,
+        mut draft,
+        fingerprint,
+        received_at,
+    } = ready;
     let reverses = if event.kind() == Kind::PayoutFailed {
         Some(reverse_payout(&mut *conn, &source, &event, &mut draft).await?)
     } else {
@@ -305,7 +305,6 @@ async fn post_in(
     if !draft.is_balanced() {
         return Err(PostError::Unbalanced(draft.source_key));
     }
-    let fingerprint = event.fingerprint().to_hex();
     let existing: Option<(i64, String)> =
         sqlx::query_as("SELECT id, request_fingerprint FROM journal_entries WHERE source_key = ?1")
             .bind(&draft.source_key)
@@ -313,14 +312,12 @@ async fn post_in(
             .await
             .map_err(StoreError::from)?;
     let outcome = match existing {
-        Some((entry_id, stored)) if stored == fingerprint => Posted::Replayed {
-            entry_id,
-            received_at,
-        },
-        Some(_) => {
-            return Err(PostError::SourceReplayConflict {
-                source_key: draft.source_key,
-            });
+        Some((entry_id, stored)) => {
+            posting::replay_or_conflict(&stored, &fingerprint, &draft.source_key)?;
+            Posted::Replayed {
+                entry_id,
+                received_at,
+            }
         }
         None => Posted::New {
             entry_id: insert_entry(
@@ -614,13 +611,7 @@ async fn reverse_payout(
             amount,
         });
     }
-    let reversal = posting::reversal_lines(&paid_lines);
-    if !posting::same_amounts(&reversal, &draft.lines) {
-        return Err(PostError::ReversalMismatch {
-            payout_id,
-            detail: format!("the failure is for {}", event.currency()),
-        });
-    }
+    let reversal = posting::reverse_payout(&payout_id, &paid_lines, draft, event.currency())?;
     draft.lines = reversal;
     Ok(paid_id)
 }
