@@ -148,13 +148,6 @@ pub enum AttemptState {
     Died,
 }
 
-impl AttemptState {
-    /// The stored outcome: none while started.
-    pub fn outcome(self) -> Option<&'static str> {
-        (self != AttemptState::Started).then(|| self.label())
-    }
-}
-
 impl StateMachine for AttemptState {
     const MACHINE: &'static str = "attempt";
     const STATES: &'static [Self] = &[
@@ -361,8 +354,6 @@ mod tests {
             (Started, Permanent),
             (Started, Died),
         ]);
-        assert_eq!(Started.outcome(), None);
-        assert_eq!(Died.outcome(), Some("died"));
     }
 
     #[test]
