@@ -6,11 +6,13 @@ mod decide;
 mod failures;
 mod finance_reads;
 mod movements;
+mod post;
 mod postgres;
 mod prepare;
 mod review_reads;
 mod rows;
 mod sqlite;
+mod start;
 mod verify;
 
 use std::time::Duration;
@@ -30,6 +32,7 @@ use crate::review::{
     ConflictDetail, ConflictView, DeadLetterDetail, DeadLetterFilter, DeadLetterSummary, Decided,
     Decision, DecisionError, EventView, Page, PageRequest,
 };
+use start::StartRows;
 
 /// Where a store's schema stands against this build's migrations (`ours`), from the versions its
 /// `_sqlx_migrations` lists as applied (`queue`: the queue library's migrations, where they share
@@ -277,7 +280,7 @@ impl Store {
         attempts_max: u32,
         lock_timeout_ms: u64,
     ) -> Result<AttemptStart, StoreError> {
-        on_backend!(self, store => store.start_attempt(job, worker, attempts_max, lock_timeout_ms, false).await)
+        on_backend!(self, store => store.start_one(job, worker, attempts_max, lock_timeout_ms, false).await)
     }
 
     /// [`Store::start_attempt`] for a job it answered [`AttemptStart::Suspect`]: starts the
@@ -290,7 +293,7 @@ impl Store {
         attempts_max: u32,
         lock_timeout_ms: u64,
     ) -> Result<AttemptStart, StoreError> {
-        on_backend!(self, store => store.start_attempt(job, worker, attempts_max, lock_timeout_ms, true).await)
+        on_backend!(self, store => store.start_one(job, worker, attempts_max, lock_timeout_ms, true).await)
     }
 
     /// The posting transaction: locks the event, returns early if it is settled, builds the
@@ -304,7 +307,7 @@ impl Store {
         rules: &PostingRules,
         lock_timeout_ms: u64,
     ) -> Result<Posted, PostError> {
-        on_backend!(self, store => store.post(job, attempt, rules, lock_timeout_ms).await)
+        on_backend!(self, store => post::post(store, job, attempt, rules, lock_timeout_ms).await)
     }
 
     /// [`Store::start_attempt`] for several jobs at once, each answered as if started alone:
@@ -316,14 +319,7 @@ impl Store {
         attempts_max: u32,
         lock_timeout_ms: u64,
     ) -> Vec<Result<AttemptStart, StoreError>> {
-        match &self.backend {
-            Backend::Postgres(store) => {
-                store
-                    .start_attempts(starts, attempts_max, lock_timeout_ms)
-                    .await
-            }
-            Backend::Sqlite(store) => store.start_attempts(starts, attempts_max).await,
-        }
+        on_backend!(self, store => start::start_attempts(store, starts, attempts_max, lock_timeout_ms).await)
     }
 
     /// [`Store::post`] for several jobs at once, each answered as if posted alone (group
@@ -336,10 +332,7 @@ impl Store {
         rules: &PostingRules,
         lock_timeout_ms: u64,
     ) -> Vec<Result<Posted, PostError>> {
-        match &self.backend {
-            Backend::Postgres(store) => store.post_many(posts, rules, lock_timeout_ms).await,
-            Backend::Sqlite(store) => store.post_many(posts, rules).await,
-        }
+        on_backend!(self, store => post::post_many(store, posts, rules, lock_timeout_ms).await)
     }
 
     /// What each event's job must do, read from its stored facts: post what it carries, or
@@ -374,10 +367,7 @@ impl Store {
         post: &ResolvedPost<'_>,
         lock_timeout_ms: u64,
     ) -> Result<Posted, PostError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.post_resolved(post, lock_timeout_ms).await,
-            Backend::Sqlite(store) => store.post_resolved(post).await,
-        }
+        on_backend!(self, store => post::post_resolved(store, post, lock_timeout_ms).await)
     }
 
     /// [`Store::post_resolved`] for several jobs at once (group commit), each answered as if
@@ -387,10 +377,7 @@ impl Store {
         posts: &[ResolvedPost<'_>],
         lock_timeout_ms: u64,
     ) -> Vec<Result<Posted, PostError>> {
-        match &self.backend {
-            Backend::Postgres(store) => store.post_resolved_many(posts, lock_timeout_ms).await,
-            Backend::Sqlite(store) => store.post_resolved_many(posts).await,
-        }
+        on_backend!(self, store => post::post_resolved_many(store, posts, lock_timeout_ms).await)
     }
 
     /// Records a failed attempt and carries out the decision: schedule the retry, or open a

@@ -1,24 +1,21 @@
-//! The `PostSettlement` job's storage: attempts, the posting entry points (their statement is
-//! `posting`), failures, the dead letter, and the sweep that re-enqueues stranded events.
+//! The `PostSettlement` job's storage on PostgreSQL: attempts started, the rows a posting and a
+//! failure read and write (`store::post`, `store::failures` decide what), and the sweep that
+//! re-enqueues stranded events.
 
 use sqlx::Row;
 use sqlx::postgres::PgConnection;
-use tracing::debug;
 
-use super::posting::{Locked, Posting, insert_postings, post_locked};
 use super::{PgStore, QUEUE_ATTEMPTS_MAX};
-use crate::event::Kind;
 use crate::ids::EventId;
 use crate::job::{
-    AttemptOutcome, AttemptStart, ErrorClass, JobRef, POST_SETTLEMENT_QUEUE, PostError, Posted,
-    QueueStatus,
+    AttemptOutcome, AttemptStart, ErrorClass, JobRef, POST_SETTLEMENT_QUEUE, PostError, QueueStatus,
 };
-use crate::posting::PostingRules;
 use crate::record::EventStatus;
 use crate::state::{AttemptState, StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::failures::FailureRows;
-use crate::store::prepare::{EventRow, Prepared, prepare};
+use crate::store::prepare::EventRow;
+use crate::store::start::StartRows;
 
 /// The error a died attempt is recorded with.
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
@@ -26,7 +23,7 @@ const DIED: &str = "the worker stopped before finishing this attempt (its lease 
 impl PgStore {
     /// One call of `settle_start_attempt` (the PostgreSQL baseline migration): one round trip and
     /// one commit.
-    pub(in crate::store) async fn start_attempt(
+    async fn start_attempt(
         &self,
         job: &JobRef,
         worker: &str,
@@ -48,46 +45,7 @@ impl PgStore {
         attempt_start(&outcome, attempt)
     }
 
-    /// Starts several jobs' attempts in one statement (one commit for all), each exactly as
-    /// [`Self::start_attempt`] would. If the statement fails (a lock timeout, a deadlock, a lost
-    /// connection) nothing of it is kept and each job is started on its own, so one job's
-    /// trouble is only its own.
-    pub(in crate::store) async fn start_attempts(
-        &self,
-        starts: &[(JobRef, String)],
-        attempts_max: u32,
-        lock_timeout_ms: u64,
-    ) -> Vec<Result<AttemptStart, StoreError>> {
-        if starts.len() > 1 && distinct_events(starts.iter().map(|(job, _)| job)) {
-            match self
-                .start_together(starts, attempts_max, lock_timeout_ms)
-                .await
-            {
-                Ok(results) => return results,
-                // The statement committed but its answer cannot be read: starting again would
-                // take its own open attempts for died ones. Each job is handed back instead.
-                Err(StoreError::Corrupt(detail)) => {
-                    return starts
-                        .iter()
-                        .map(|_| Err(StoreError::Corrupt(detail.clone())))
-                        .collect();
-                }
-                Err(error) => {
-                    debug!(%error, jobs = starts.len(), "group start failed; starting one by one")
-                }
-            }
-        }
-        let mut results = Vec::with_capacity(starts.len());
-        for (job, worker) in starts {
-            results.push(
-                self.start_attempt(job, worker, attempts_max, lock_timeout_ms, false)
-                    .await,
-            );
-        }
-        results
-    }
-
-    async fn start_together(
+    async fn start_group_statement(
         &self,
         starts: &[(JobRef, String)],
         attempts_max: u32,
@@ -130,128 +88,6 @@ impl PgStore {
                 "settle_start_attempts left a job without an answer".into(),
             ));
         }
-        Ok(results.into_iter().flatten().collect())
-    }
-
-    /// Posts one job's event in its own transaction.
-    pub(in crate::store) async fn post(
-        &self,
-        job: &JobRef,
-        attempt: u32,
-        rules: &PostingRules,
-        lock_timeout_ms: u64,
-    ) -> Result<Posted, PostError> {
-        let mut tx = begin_with_lock_timeout(&self.pool, lock_timeout_ms).await?;
-        let mut rows = lock_events(&mut tx, &[job.event_id.get()]).await?;
-        let Some(row) = rows.pop() else {
-            return Err(missing_event(job));
-        };
-        match post_locked(&mut tx, job, attempt, &row, rules).await? {
-            Locked::Posted(posted) => {
-                tx.commit().await.map_err(StoreError::from)?;
-                Ok(posted)
-            }
-            Locked::Refused(error) => Err(error),
-        }
-    }
-
-    /// Posts several jobs' events in one transaction (group commit: one WAL flush for all), each
-    /// exactly as [`Self::post`] would: a job refused for its own reason (invalid facts, a
-    /// replay conflict, a dependency not posted yet) writes nothing and does not stop the
-    /// others. If the database fails anywhere in the group (a statement error, the commit),
-    /// nothing of it is kept and each job is posted on its own transaction instead, so every job
-    /// gets the answer it would have had alone.
-    pub(in crate::store) async fn post_many(
-        &self,
-        posts: &[(JobRef, u32)],
-        rules: &PostingRules,
-        lock_timeout_ms: u64,
-    ) -> Vec<Result<Posted, PostError>> {
-        if posts.len() > 1 && distinct_events(posts.iter().map(|(job, _)| job)) {
-            match self.post_together(posts, rules, lock_timeout_ms).await {
-                Ok(results) => return results,
-                Err(error) => {
-                    debug!(%error, jobs = posts.len(), "group posting failed; posting one by one")
-                }
-            }
-        }
-        let mut results = Vec::with_capacity(posts.len());
-        for (job, attempt) in posts {
-            results.push(self.post(job, *attempt, rules, lock_timeout_ms).await);
-        }
-        results
-    }
-
-    /// The group's transaction: the events locked at once, every new entry written by one
-    /// statement, then one by one what needs more than that (an event settled already, a payout
-    /// failure's reversal, a source key already taken), in the group's order.
-    async fn post_together(
-        &self,
-        posts: &[(JobRef, u32)],
-        rules: &PostingRules,
-        lock_timeout_ms: u64,
-    ) -> Result<Vec<Result<Posted, PostError>>, PostError> {
-        let mut tx = begin_with_lock_timeout(&self.pool, lock_timeout_ms).await?;
-        let ids: Vec<i64> = posts.iter().map(|(job, _)| job.event_id.get()).collect();
-        let rows: std::collections::HashMap<i64, EventRow> = lock_events(&mut tx, &ids)
-            .await?
-            .into_iter()
-            .map(|row| (row.id, row))
-            .collect();
-        let mut results: Vec<Option<Result<Posted, PostError>>> =
-            (0..posts.len()).map(|_| None).collect();
-        let mut fresh = Vec::new();
-        let mut one_by_one = Vec::new();
-        for (i, (job, _)) in posts.iter().enumerate() {
-            let Some(row) = rows.get(&job.event_id.get()) else {
-                results[i] = Some(Err(missing_event(job)));
-                continue;
-            };
-            match prepare(job, row, rules) {
-                Prepared::Refused(error) => results[i] = Some(Err(error)),
-                Prepared::Ready(ready) if ready.event.kind() != Kind::PayoutFailed => {
-                    match ready.balanced() {
-                        Ok(()) => fresh.push((i, ready)),
-                        Err(error) => results[i] = Some(Err(error)),
-                    }
-                }
-                Prepared::Ready(_) | Prepared::Settled => one_by_one.push(i),
-            }
-        }
-        let postings: Vec<Posting<'_>> = fresh
-            .iter()
-            .map(|(i, ready)| ready.posting(&posts[*i].0, posts[*i].1, None))
-            .collect();
-        let entries = insert_postings(&mut tx, &postings).await?;
-        for (i, ready) in &fresh {
-            match entries.get(&posts[*i].0.event_id.get()) {
-                Some(&entry_id) => {
-                    results[*i] = Some(Ok(Posted::New {
-                        entry_id,
-                        received_at: ready.received_at,
-                    }))
-                }
-                None => one_by_one.push(*i),
-            }
-        }
-        one_by_one.sort_unstable();
-        for i in one_by_one {
-            let (job, attempt) = &posts[i];
-            let row = &rows[&job.event_id.get()];
-            results[i] = Some(
-                match post_locked(&mut tx, job, *attempt, row, rules).await? {
-                    Locked::Posted(posted) => Ok(posted),
-                    Locked::Refused(error) => Err(error),
-                },
-            );
-        }
-        if results.iter().any(Option::is_none) {
-            // Every job must have its own answer in its own place, or none is given.
-            return Err(
-                StoreError::Corrupt("a group posting left a job without an answer".into()).into(),
-            );
-        }
-        tx.commit().await.map_err(StoreError::from)?;
         Ok(results.into_iter().flatten().collect())
     }
 
@@ -311,17 +147,6 @@ fn attempt_start(outcome: &str, attempt: i32) -> Result<AttemptStart, StoreError
             "settle_start_attempt answered {other:?}"
         ))),
     }
-}
-
-/// A group shares one transaction only when no event is in it twice (a job delivered twice
-/// at once runs on its own, where the event's lock orders the two).
-pub(super) fn distinct_events<'a>(jobs: impl Iterator<Item = &'a JobRef>) -> bool {
-    let mut seen = std::collections::HashSet::new();
-    jobs.into_iter().all(|job| seen.insert(job.event_id.get()))
-}
-
-pub(super) fn missing_event(job: &JobRef) -> PostError {
-    PostError::CorruptEvent(format!("event {} does not exist", job.event_id))
 }
 
 /// Locks the events (in id order, so concurrent groups never deadlock) and reads them.
@@ -598,5 +423,29 @@ impl FailureRows for PgStore {
 
     async fn kill_job(tx: &mut Self::Tx, job_id: &str) -> Result<(), StoreError> {
         kill_job(tx, job_id).await
+    }
+}
+
+impl StartRows for PgStore {
+    async fn start_one(
+        &self,
+        job: &JobRef,
+        worker: &str,
+        attempts_max: u32,
+        lock_timeout_ms: u64,
+        alone: bool,
+    ) -> Result<AttemptStart, StoreError> {
+        self.start_attempt(job, worker, attempts_max, lock_timeout_ms, alone)
+            .await
+    }
+
+    async fn start_group(
+        &self,
+        starts: &[(JobRef, String)],
+        attempts_max: u32,
+        lock_timeout_ms: u64,
+    ) -> Result<Vec<Result<AttemptStart, StoreError>>, StoreError> {
+        self.start_group_statement(starts, attempts_max, lock_timeout_ms)
+            .await
     }
 }

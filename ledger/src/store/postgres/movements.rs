@@ -1,141 +1,19 @@
-//! Posting what a job resolved its event to (provider movements, each one entry keyed by the
-//! movement), for events whose webhook only names the money. The same transaction shape as the
-//! posting of an event's own facts: the event locked, the entries written by their source keys,
-//! the event marked posted, the attempt finished and the queue row deleted, all or nothing.
+//! The primitives of posting resolved movements on PostgreSQL (what to write is decided in
+//! `store::post` and `store::movements`): entries written by their source keys in set-based
+//! statements, their ties to payouts, and the events marked posted.
 
 use std::collections::HashMap;
 
 use sqlx::postgres::PgConnection;
-use tracing::debug;
 
 use super::PgStore;
-use super::jobs::{
-    begin_with_lock_timeout, complete_job, distinct_events, finish_attempt, lock_events,
-    missing_event,
-};
-use crate::job::{AttemptOutcome, PostError, Posted};
+use crate::job::AttemptOutcome;
 use crate::movement::MovementEntry;
 use crate::record::EventStatus;
-use crate::state::StateMachine;
-use crate::store::movements::{
-    Existing, Plan, RACED, ResolvedPost, alias_legacy, lookup_keys, plan,
-};
-use crate::store::prepare::EventRow;
+use crate::state::{StateMachine, Transition};
+use crate::store::movements::Existing;
+use crate::store::post::{Mark, Tie, source_of};
 use crate::store::{STATEMENT_BYTES_MAX, StoreError, split_by_bytes};
-
-impl PgStore {
-    /// Posts one job's resolved movements in its own transaction. A movement posted by another
-    /// transaction while this one ran is compared in a second try, before anything is written.
-    pub(in crate::store) async fn post_resolved(
-        &self,
-        post: &ResolvedPost<'_>,
-        lock_timeout_ms: u64,
-    ) -> Result<Posted, PostError> {
-        for _ in 0..2 {
-            match self
-                .post_resolved_together(std::slice::from_ref(post), lock_timeout_ms)
-                .await
-            {
-                Err(PostError::Store(StoreError::Interrupted(RACED))) => continue,
-                Err(error) => return Err(error),
-                Ok(mut results) => return results.pop().unwrap_or(Err(missing_event(post.job))),
-            }
-        }
-        Err(StoreError::Interrupted(RACED).into())
-    }
-
-    /// [`Self::post_resolved`] for several jobs in one transaction, each answered as if alone;
-    /// if the group cannot be answered that way (a database failure, a movement posted by
-    /// another transaction meanwhile), each is posted on its own instead.
-    pub(in crate::store) async fn post_resolved_many(
-        &self,
-        posts: &[ResolvedPost<'_>],
-        lock_timeout_ms: u64,
-    ) -> Vec<Result<Posted, PostError>> {
-        if posts.len() > 1 && distinct_events(posts.iter().map(|p| p.job)) {
-            match self.post_resolved_together(posts, lock_timeout_ms).await {
-                Ok(results) => return results,
-                Err(error) => {
-                    debug!(%error, jobs = posts.len(), "group of resolved postings failed; posting one by one")
-                }
-            }
-        }
-        let mut results = Vec::with_capacity(posts.len());
-        for post in posts {
-            results.push(self.post_resolved(post, lock_timeout_ms).await);
-        }
-        results
-    }
-
-    async fn post_resolved_together(
-        &self,
-        posts: &[ResolvedPost<'_>],
-        lock_timeout_ms: u64,
-    ) -> Result<Vec<Result<Posted, PostError>>, PostError> {
-        let mut tx = begin_with_lock_timeout(&self.pool, lock_timeout_ms).await?;
-        let ids: Vec<i64> = posts.iter().map(|p| p.job.event_id.get()).collect();
-        let rows: HashMap<i64, EventRow> = lock_events(&mut tx, &ids)
-            .await?
-            .into_iter()
-            .map(|row| (row.id, row))
-            .collect();
-        let keys = lookup_keys(posts);
-        let mut existing = existing_entries(&mut tx, &keys).await?;
-        alias_legacy(posts, &mut existing);
-        let statuses: Vec<Option<(&str, &str, Option<&serde_json::Value>)>> = posts
-            .iter()
-            .map(|p| {
-                rows.get(&p.job.event_id.get())
-                    .map(|r| (r.status.as_str(), r.job_id.as_str(), r.facts.as_ref()))
-            })
-            .collect();
-        let Plan {
-            mut results,
-            settled,
-            ready,
-            to_write,
-            counts,
-        } = plan(posts, &statuses, &existing);
-        for &i in &settled {
-            finish_attempt(
-                &mut tx,
-                posts[i].job,
-                posts[i].attempt,
-                AttemptOutcome::Settled,
-                None,
-            )
-            .await?;
-            complete_job(&mut tx, &posts[i].job.job_id).await?;
-        }
-        let mut entries: HashMap<String, i64> = existing
-            .iter()
-            .map(|(k, e)| (k.clone(), e.entry_id))
-            .collect();
-        let written = insert_entries(&mut tx, &to_write).await?;
-        if written.len() != to_write.len() {
-            // Another transaction posted one of these movements meanwhile: its facts must be
-            // compared before anything is kept.
-            return Err(StoreError::Interrupted(RACED).into());
-        }
-        entries.extend(written);
-        finish_postings(&mut tx, posts, &ready, &entries).await?;
-        for (&i, &(written, existing)) in ready.iter().zip(&counts) {
-            results[i] = Some(Ok(Posted::Movements {
-                written,
-                existing,
-                received_at: rows[&posts[i].job.event_id.get()].received_at,
-            }));
-        }
-        if results.iter().any(Option::is_none) {
-            return Err(StoreError::Corrupt(
-                "a group of resolved postings left a job without an answer".into(),
-            )
-            .into());
-        }
-        tx.commit().await.map_err(StoreError::from)?;
-        Ok(results.into_iter().flatten().collect())
-    }
-}
 
 impl PgStore {
     pub(in crate::store) async fn live_workers(
@@ -171,8 +49,8 @@ impl PgStore {
     }
 }
 
-/// The entries already posted under `keys`, with the payout each is tied to.
-async fn existing_entries(
+/// `PostingRows::existing_entries`.
+pub(super) async fn existing_entries(
     conn: &mut PgConnection,
     keys: &[&str],
 ) -> Result<HashMap<String, Existing>, StoreError> {
@@ -202,17 +80,12 @@ async fn existing_entries(
         .collect())
 }
 
-/// Writes each movement's entry and lines (one statement per run of `STATEMENT_BYTES_MAX`, so
-/// the balance check sees every entry with its lines). Answers the ids of the entries written;
-/// a source key taken meanwhile by another transaction writes nothing and is left out.
-async fn insert_entries(
+/// `PostingRows::insert_movement_entries`: one statement per run of `STATEMENT_BYTES_MAX`, so
+/// the balance check sees every entry with its lines.
+pub(super) async fn insert_entries(
     conn: &mut PgConnection,
     to_write: &[(i64, &MovementEntry)],
 ) -> Result<HashMap<String, i64>, StoreError> {
-    // In key order, as every writer takes them: two groups sharing keys never wait on each
-    // other in a cycle.
-    let mut to_write = to_write.to_vec();
-    to_write.sort_by(|a, b| a.1.movement.source_key().cmp(b.1.movement.source_key()));
     let sizes: Vec<usize> = to_write.iter().map(|(_, e)| entry_bytes(e)).collect();
     let mut written = HashMap::with_capacity(to_write.len());
     for run in split_by_bytes(&sizes, STATEMENT_BYTES_MAX) {
@@ -348,90 +221,54 @@ impl EntryColumns {
     }
 }
 
-/// The source a source key belongs to (its first segment).
-fn source_of(source_key: &str) -> &str {
-    source_key.split('/').next().unwrap_or(source_key)
+/// `PostingRows::tie_entries`, in one statement.
+pub(super) async fn tie_entries(
+    conn: &mut PgConnection,
+    ties: &[Tie<'_>],
+) -> Result<u64, StoreError> {
+    let entries: Vec<i64> = ties.iter().map(|t| t.entry_id).collect();
+    let sources: Vec<&str> = ties.iter().map(|t| t.source).collect();
+    let payouts: Vec<&str> = ties.iter().map(|t| t.payout_id).collect();
+    let events: Vec<i64> = ties.iter().map(|t| t.event_id).collect();
+    let mismatched: i64 = sqlx::query_scalar(
+        "WITH tied AS (
+             INSERT INTO payout_items (entry_id, source, payout_id, event_id)
+             SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[])
+             ON CONFLICT (entry_id) DO NOTHING
+             RETURNING entry_id
+         )
+         SELECT count(*) FROM unnest($1::bigint[], $3::text[]) AS t(entry_id, payout_id)
+         WHERE t.entry_id NOT IN (SELECT entry_id FROM tied)
+           AND NOT EXISTS (SELECT 1 FROM payout_items pi
+                           WHERE pi.entry_id = t.entry_id AND pi.payout_id = t.payout_id)",
+    )
+    .bind(&entries)
+    .bind(&sources)
+    .bind(&payouts)
+    .bind(&events)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(u64::try_from(mismatched).unwrap_or(0))
 }
 
-/// Ties the listed entries to their payout, marks each event posted (pointing at its first
-/// entry), finishes each attempt as posted and deletes each job's queue row. A tie another
-/// transaction made meanwhile to a different payout is a race: nothing of the group is kept.
-async fn finish_postings(
+/// `PostingRows::mark_posted`, in one statement.
+pub(super) async fn mark_posted(
     conn: &mut PgConnection,
-    posts: &[ResolvedPost<'_>],
-    ready: &[usize],
-    entries: &HashMap<String, i64>,
-) -> Result<(), PostError> {
-    // Every event posted here moves recorded -> posted.
-    let posted_move = EventStatus::Recorded.transition(EventStatus::Posted)?;
-    let (mut tie_entries, mut tie_sources, mut tie_payouts, mut tie_events) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut events, mut firsts, mut jobs, mut attempts) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for &i in ready {
-        let post = &posts[i];
-        let event_id = post.job.event_id.get();
-        let ids: Vec<i64> = post
-            .resolved
-            .entries
-            .iter()
-            .filter_map(|e| entries.get(e.movement.source_key()).copied())
-            .collect();
-        if let Some(payout) = &post.resolved.payout {
-            for (entry, id) in post.resolved.entries.iter().zip(&ids) {
-                tie_entries.push(*id);
-                tie_sources.push(source_of(entry.movement.source_key()));
-                tie_payouts.push(payout.as_str());
-                tie_events.push(event_id);
-            }
-        }
-        events.push(event_id);
-        firsts.push(ids.first().copied());
-        jobs.push(post.job.job_id.as_str());
-        attempts.push(post.attempt as i32);
-    }
-    if !tie_entries.is_empty() {
-        // In entry order, for the same reason as the entries' keys.
-        let mut ties: Vec<(i64, &str, &str, i64)> = tie_entries
-            .iter()
-            .zip(&tie_sources)
-            .zip(&tie_payouts)
-            .zip(&tie_events)
-            .map(|(((e, s), p), v)| (*e, *s, *p, *v))
-            .collect();
-        ties.sort_unstable_by_key(|t| t.0);
-        ties.dedup_by_key(|t| t.0);
-        tie_entries = ties.iter().map(|t| t.0).collect();
-        tie_sources = ties.iter().map(|t| t.1).collect();
-        tie_payouts = ties.iter().map(|t| t.2).collect();
-        tie_events = ties.iter().map(|t| t.3).collect();
-        let mismatched: i64 = sqlx::query_scalar(
-            "WITH tied AS (
-                 INSERT INTO payout_items (entry_id, source, payout_id, event_id)
-                 SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[])
-                 ON CONFLICT (entry_id) DO NOTHING
-                 RETURNING entry_id
-             )
-             SELECT count(*) FROM unnest($1::bigint[], $3::text[]) AS t(entry_id, payout_id)
-             WHERE t.entry_id NOT IN (SELECT entry_id FROM tied)
-               AND NOT EXISTS (SELECT 1 FROM payout_items pi
-                               WHERE pi.entry_id = t.entry_id AND pi.payout_id = t.payout_id)",
-        )
-        .bind(&tie_entries)
-        .bind(&tie_sources)
-        .bind(&tie_payouts)
-        .bind(&tie_events)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(StoreError::from)?;
-        if mismatched > 0 {
-            return Err(StoreError::Interrupted(RACED).into());
-        }
-    }
+    marks: &[Mark<'_>],
+    posted_move: Transition<EventStatus>,
+) -> Result<u64, StoreError> {
+    let events: Vec<i64> = marks.iter().map(|m| m.job.event_id.get()).collect();
+    let entries: Vec<Option<i64>> = marks.iter().map(|m| m.entry_id).collect();
+    let jobs: Vec<&str> = marks.iter().map(|m| m.job.job_id.as_str()).collect();
+    let attempts: Vec<i32> = marks
+        .iter()
+        .map(|m| i32::try_from(m.attempt).unwrap_or(i32::MAX))
+        .collect();
     let posted: i64 = sqlx::query_scalar(
         "WITH posted AS (
              UPDATE settlement_events e
-             SET status = $5, status_changed_at = now(), posted_entry_id = p.entry_id
+             SET status = $5, status_changed_at = now(),
+                 posted_entry_id = coalesce(p.entry_id, e.posted_entry_id)
              FROM unnest($1::bigint[], $2::bigint[]) AS p(event_id, entry_id)
              WHERE e.id = p.event_id AND e.status = $6
              RETURNING e.id
@@ -445,18 +282,13 @@ async fn finish_postings(
          SELECT count(*) FROM posted",
     )
     .bind(&events)
-    .bind(&firsts)
+    .bind(&entries)
     .bind(&jobs)
     .bind(&attempts)
     .bind(posted_move.to().label())
     .bind(posted_move.from().label())
     .bind(AttemptOutcome::Posted.as_str())
     .fetch_one(&mut *conn)
-    .await
-    .map_err(StoreError::from)?;
-    // The caller holds each event's lock and saw it recorded: this cannot happen.
-    if posted != events.len() as i64 {
-        return Err(posted_move.stale().into());
-    }
-    Ok(())
+    .await?;
+    Ok(u64::try_from(posted).unwrap_or(0))
 }

@@ -1,210 +1,63 @@
-//! The posting transaction of one event or a group: prepare the entry from the locked event
-//! (replay or conflict against what is stored, a payout failure's reversal), then write the
-//! group's entries, lines, attempt ends and queue rows in one statement.
+//! The posting primitives on PostgreSQL: the group's new entries, lines, `posted` moves, attempt
+//! ends and queue-row deletes written by one set-based statement per `STATEMENT_BYTES_MAX` of
+//! parameters (what to write is decided in `store::post`).
+
+use std::collections::HashMap;
 
 use rust_decimal::Decimal;
 use sqlx::postgres::PgConnection;
 
-use super::jobs::{complete_job, finish_attempt, set_event_status};
-use crate::event::{Kind, SettlementEvent};
-use crate::ids::SourceName;
-use crate::job::{AttemptOutcome, JobRef, PostError, Posted};
+use super::PgStore;
+use super::jobs::{begin_with_lock_timeout, complete_job, lock_events};
+use super::movements::{existing_entries, insert_entries, mark_posted, tie_entries};
+use crate::job::{AttemptOutcome, PostError};
 use crate::money::Currency;
-use crate::posting::{self, EntryDraft, Line, PostingRules};
+use crate::movement::MovementEntry;
+use crate::posting::Line;
 use crate::record::EventStatus;
-use crate::state::StateMachine;
-use crate::store::prepare::{EventRow, Prepared, Ready, prepare};
+use crate::state::{StateMachine, Transition};
+use crate::store::movements::Existing;
+use crate::store::post::{Mark, Posting, PostingRows, Tie};
+use crate::store::prepare::EventRow;
 use crate::store::{STATEMENT_BYTES_MAX, StoreError, split_by_bytes};
 
-/// How posting one locked event ended, with the transaction still usable. (An `Err` beside it
-/// means the database failed and the transaction must be abandoned.)
-pub(super) enum Locked {
-    Posted(Posted),
-    /// Refused for the event's own reason; nothing was written.
-    Refused(PostError),
+/// About what a posting adds to its statement's parameters (a little more than it does, in
+/// binary array encoding: about 430 bytes for a charge with three lines).
+fn posting_bytes(posting: &Posting<'_>) -> usize {
+    // Each value's length prefix and the fixed-size ones, then per line likewise.
+    const FIELDS: usize = 13 * 8;
+    const LINE: usize = 5 * 8 + 16;
+    let texts = [
+        posting.job.job_id.as_str(),
+        posting.ready.draft.source_key.as_str(),
+        posting.ready.source.as_str(),
+        posting.ready.event.kind().as_str(),
+        posting.ready.event.movement_id().as_str(),
+        posting.ready.event.payout_id().map_or("", |id| id.as_str()),
+        posting.ready.event.reference().map_or("", |r| r.as_str()),
+        posting.ready.fingerprint.as_str(),
+        posting.ready.draft.description.as_str(),
+    ];
+    let lines: usize = posting
+        .ready
+        .draft
+        .lines
+        .iter()
+        .map(|line| line.account.len() + LINE)
+        .sum();
+    texts.iter().map(|t| t.len()).sum::<usize>() + FIELDS + lines
 }
 
-impl Ready {
-    pub(super) fn posting<'a>(
-        &'a self,
-        job: &'a JobRef,
-        attempt: u32,
-        reverses: Option<i64>,
-    ) -> Posting<'a> {
-        Posting {
-            job,
-            attempt,
-            source: &self.source,
-            event: &self.event,
-            draft: &self.draft,
-            fingerprint: &self.fingerprint,
-            reverses,
-        }
-    }
-}
-
-/// The posting of one event whose row the caller's transaction holds locked: settled already,
-/// invalid, a new entry, a replay of the same entry, or a replay conflict.
-pub(super) async fn post_locked(
-    tx: &mut PgConnection,
-    job: &JobRef,
-    attempt: u32,
-    row: &EventRow,
-    rules: &PostingRules,
-) -> Result<Locked, PostError> {
-    let mut ready = match prepare(job, row, rules) {
-        Prepared::Settled => {
-            finish_attempt(tx, job, attempt, AttemptOutcome::Settled, None).await?;
-            complete_job(tx, &job.job_id).await?;
-            return Ok(Locked::Posted(Posted::AlreadySettled));
-        }
-        Prepared::Refused(error) => return Ok(Locked::Refused(error)),
-        Prepared::Ready(ready) => ready,
-    };
-    let reverses = if ready.event.kind() == Kind::PayoutFailed {
-        match reverse_payout(tx, &ready.source, &ready.event, &mut ready.draft).await {
-            Ok(paid_id) => Some(paid_id),
-            Err(PostError::Store(error)) => return Err(PostError::Store(error)),
-            Err(refused) => return Ok(Locked::Refused(refused)),
-        }
-    } else {
-        None
-    };
-    if let Err(refused) = ready.balanced() {
-        return Ok(Locked::Refused(refused));
-    }
-    // Any error here came from the database (the transaction is aborted).
-    let entries = insert_postings(tx, &[ready.posting(job, attempt, reverses)]).await?;
-    if let Some(&entry_id) = entries.get(&job.event_id.get()) {
-        return Ok(Locked::Posted(Posted::New {
-            entry_id,
-            received_at: ready.received_at,
-        }));
-    }
-    // The source key is taken: the same facts replayed (or a conflicting replay).
-    let (entry_id, stored): (i64, String) =
-        sqlx::query_as("SELECT id, request_fingerprint FROM journal_entries WHERE source_key = $1")
-            .bind(&ready.draft.source_key)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(StoreError::from)?;
-    if let Err(conflict) =
-        posting::replay_or_conflict(&stored, &ready.fingerprint, &ready.draft.source_key)
-    {
-        return Ok(Locked::Refused(conflict));
-    }
-    set_event_status(
-        tx,
-        job.event_id,
-        EventStatus::Recorded.transition(EventStatus::Posted)?,
-        Some(entry_id),
-    )
-    .await?;
-    finish_attempt(tx, job, attempt, AttemptOutcome::Posted, None).await?;
-    complete_job(tx, &job.job_id).await?;
-    Ok(Locked::Posted(Posted::Replayed {
-        entry_id,
-        received_at: ready.received_at,
-    }))
-}
-
-/// `payout_failed` posts the reversal of its payout's `payout_paid` entry, line for line.
-/// Returns the reversed entry's id; replaces the draft's lines with the reversal's.
-async fn reverse_payout(
-    conn: &mut PgConnection,
-    source: &SourceName,
-    event: &SettlementEvent,
-    draft: &mut EntryDraft,
-) -> Result<i64, PostError> {
-    let payout_id = event
-        .payout_id()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_default();
-    let paid_key = posting::source_key(source, Kind::PayoutPaid, &payout_id);
-    let paid: Option<i64> =
-        sqlx::query_scalar("SELECT id FROM journal_entries WHERE source_key = $1")
-            .bind(&paid_key)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from)?;
-    let Some(paid_id) = paid else {
-        return Err(PostError::DependencyNotReady { payout_id });
-    };
-    let rows: Vec<(String, String, Decimal)> = sqlx::query_as(
-        "SELECT account, currency, amount FROM journal_lines WHERE entry_id = $1 ORDER BY line_no",
-    )
-    .bind(paid_id)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(StoreError::from)?;
-    let mut paid_lines = Vec::with_capacity(rows.len());
-    for (account, currency, amount) in rows {
-        let currency =
-            Currency::parse(&currency).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
-        paid_lines.push(Line {
-            account,
-            currency,
-            amount,
-        });
-    }
-    let reversal = posting::reverse_payout(&payout_id, &paid_lines, draft, event.currency())?;
-    draft.lines = reversal;
-    Ok(paid_id)
-}
-
-/// A new entry for an event, as one posting writes it.
-pub(super) struct Posting<'a> {
-    job: &'a JobRef,
-    attempt: u32,
-    source: &'a SourceName,
-    event: &'a SettlementEvent,
-    draft: &'a EntryDraft,
-    fingerprint: &'a str,
-    reverses: Option<i64>,
-}
-
-impl Posting<'_> {
-    /// About what this posting adds to its statement's parameters (a little more than it does,
-    /// in binary array encoding: about 430 bytes for a charge with three lines).
-    fn bytes(&self) -> usize {
-        // Each value's length prefix and the fixed-size ones, then per line likewise.
-        const FIELDS: usize = 13 * 8;
-        const LINE: usize = 5 * 8 + 16;
-        let texts = [
-            self.job.job_id.as_str(),
-            self.draft.source_key.as_str(),
-            self.source.as_str(),
-            self.event.kind().as_str(),
-            self.event.movement_id().as_str(),
-            self.event.payout_id().map_or("", |id| id.as_str()),
-            self.event.reference().map_or("", |r| r.as_str()),
-            self.fingerprint,
-            self.draft.description.as_str(),
-        ];
-        let lines: usize = self
-            .draft
-            .lines
-            .iter()
-            .map(|line| line.account.len() + LINE)
-            .sum();
-        texts.iter().map(|t| t.len()).sum::<usize>() + FIELDS + lines
-    }
-}
-
-/// For events whose rows the caller's transaction holds locked (still recorded, each at most
-/// once): inserts each entry and its lines, points each event at its entry as posted, finishes
-/// each attempt as posted, and deletes each job's queue row, in as few statements as
-/// `STATEMENT_BYTES_MAX` allows. A posting whose source key is taken (by an earlier entry, or by
-/// an earlier posting of the same call) writes nothing at all. Answers the new entries' ids by
-/// event id.
+/// `PostingRows::insert_postings`: in as few statements as `STATEMENT_BYTES_MAX` allows.
 pub(super) async fn insert_postings(
     conn: &mut PgConnection,
     postings: &[Posting<'_>],
-) -> Result<std::collections::HashMap<i64, i64>, PostError> {
-    let sizes: Vec<usize> = postings.iter().map(Posting::bytes).collect();
-    let mut entries = std::collections::HashMap::with_capacity(postings.len());
+    posted_move: Transition<EventStatus>,
+) -> Result<HashMap<i64, i64>, PostError> {
+    let sizes: Vec<usize> = postings.iter().map(posting_bytes).collect();
+    let mut entries = HashMap::with_capacity(postings.len());
     for run in split_by_bytes(&sizes, STATEMENT_BYTES_MAX) {
-        entries.extend(insert_postings_in_one_statement(conn, &postings[run]).await?);
+        entries.extend(insert_postings_in_one_statement(conn, &postings[run], posted_move).await?);
     }
     Ok(entries)
 }
@@ -212,43 +65,56 @@ pub(super) async fn insert_postings(
 async fn insert_postings_in_one_statement(
     conn: &mut PgConnection,
     postings: &[Posting<'_>],
-) -> Result<std::collections::HashMap<i64, i64>, PostError> {
+    posted_move: Transition<EventStatus>,
+) -> Result<HashMap<i64, i64>, PostError> {
     if postings.is_empty() {
-        return Ok(std::collections::HashMap::new());
+        return Ok(HashMap::new());
     }
-    // Every event of the statement moves recorded -> posted.
-    let posted_move = EventStatus::Recorded.transition(EventStatus::Posted)?;
     let event_ids: Vec<i64> = postings.iter().map(|p| p.job.event_id.get()).collect();
     let job_ids: Vec<&str> = postings.iter().map(|p| p.job.job_id.as_str()).collect();
     let source_keys: Vec<&str> = postings
         .iter()
-        .map(|p| p.draft.source_key.as_str())
+        .map(|p| p.ready.draft.source_key.as_str())
         .collect();
-    let sources: Vec<&str> = postings.iter().map(|p| p.source.as_str()).collect();
-    let kinds: Vec<&str> = postings.iter().map(|p| p.event.kind().as_str()).collect();
+    let sources: Vec<&str> = postings.iter().map(|p| p.ready.source.as_str()).collect();
+    let kinds: Vec<&str> = postings
+        .iter()
+        .map(|p| p.ready.event.kind().as_str())
+        .collect();
     let movement_ids: Vec<&str> = postings
         .iter()
-        .map(|p| p.event.movement_id().as_str())
+        .map(|p| p.ready.event.movement_id().as_str())
         .collect();
-    let fingerprints: Vec<&str> = postings.iter().map(|p| p.fingerprint).collect();
+    let fingerprints: Vec<&str> = postings
+        .iter()
+        .map(|p| p.ready.fingerprint.as_str())
+        .collect();
     let descriptions: Vec<&str> = postings
         .iter()
-        .map(|p| p.draft.description.as_str())
+        .map(|p| p.ready.draft.description.as_str())
         .collect();
     let attempts: Vec<i32> = postings.iter().map(|p| p.attempt as i32).collect();
     let payout_ids: Vec<Option<&str>> = postings
         .iter()
-        .map(|p| p.event.payout_id().map(|id| id.as_str()))
+        .map(|p| p.ready.event.payout_id().map(|id| id.as_str()))
         .collect();
     let references: Vec<Option<&str>> = postings
         .iter()
-        .map(|p| p.event.reference().map(|r| r.as_str()))
+        .map(|p| p.ready.event.reference().map(|r| r.as_str()))
         .collect();
-    let dates: Vec<chrono::NaiveDate> = postings.iter().map(|p| p.draft.effective_date).collect();
-    let reverses: Vec<Option<i64>> = postings.iter().map(|p| p.reverses).collect();
-    let lines = postings
+    let dates: Vec<chrono::NaiveDate> = postings
         .iter()
-        .flat_map(|p| p.draft.lines.iter().zip(1..).map(move |(l, n)| (p, l, n)));
+        .map(|p| p.ready.draft.effective_date)
+        .collect();
+    let reverses: Vec<Option<i64>> = postings.iter().map(|p| p.reverses).collect();
+    let lines = postings.iter().flat_map(|p| {
+        p.ready
+            .draft
+            .lines
+            .iter()
+            .zip(1..)
+            .map(move |(l, n)| (p, l, n))
+    });
     let (mut line_events, mut line_nos, mut accounts, mut currencies, mut amounts) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (posting, line, line_no) in lines {
@@ -341,6 +207,7 @@ fn reversal_conflict(error: sqlx::Error, postings: &[Posting<'_>]) -> PostError 
     {
         return PostError::ReversalMismatch {
             payout_id: reversal
+                .ready
                 .event
                 .payout_id()
                 .map(|p| p.to_string())
@@ -349,4 +216,93 @@ fn reversal_conflict(error: sqlx::Error, postings: &[Posting<'_>]) -> PostError 
         };
     }
     PostError::Store(error.into())
+}
+
+impl PostingRows for PgStore {
+    async fn begin_posting(&self, lock_timeout_ms: u64) -> Result<Self::Tx, StoreError> {
+        begin_with_lock_timeout(&self.pool, lock_timeout_ms).await
+    }
+
+    async fn lock_events(tx: &mut Self::Tx, ids: &[i64]) -> Result<Vec<EventRow>, StoreError> {
+        lock_events(tx, ids).await
+    }
+
+    async fn entry_by_key(
+        tx: &mut Self::Tx,
+        key: &str,
+    ) -> Result<Option<(i64, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, request_fingerprint FROM journal_entries WHERE source_key = $1",
+        )
+        .bind(key)
+        .fetch_optional(&mut **tx)
+        .await?)
+    }
+
+    async fn reversing_key(tx: &mut Self::Tx, entry_id: i64) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT source_key FROM journal_entries WHERE reverses_entry_id = $1",
+        )
+        .bind(entry_id)
+        .fetch_optional(&mut **tx)
+        .await?)
+    }
+
+    async fn entry_lines(tx: &mut Self::Tx, entry_id: i64) -> Result<Vec<Line>, PostError> {
+        let rows: Vec<(String, String, Decimal)> = sqlx::query_as(
+            "SELECT account, currency, amount FROM journal_lines WHERE entry_id = $1 ORDER BY line_no",
+        )
+        .bind(entry_id)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(StoreError::from)?;
+        rows.into_iter()
+            .map(|(account, currency, amount)| {
+                Ok(Line {
+                    account,
+                    currency: Currency::parse(&currency)
+                        .map_err(|e| PostError::CorruptEvent(e.to_string()))?,
+                    amount,
+                })
+            })
+            .collect()
+    }
+
+    async fn insert_postings(
+        tx: &mut Self::Tx,
+        postings: &[Posting<'_>],
+        posted: Transition<EventStatus>,
+    ) -> Result<HashMap<i64, i64>, PostError> {
+        insert_postings(tx, postings, posted).await
+    }
+
+    async fn mark_posted(
+        tx: &mut Self::Tx,
+        marks: &[Mark<'_>],
+        posted: Transition<EventStatus>,
+    ) -> Result<u64, StoreError> {
+        mark_posted(tx, marks, posted).await
+    }
+
+    async fn complete_job(tx: &mut Self::Tx, job_id: &str) -> Result<(), StoreError> {
+        complete_job(tx, job_id).await
+    }
+
+    async fn existing_entries(
+        tx: &mut Self::Tx,
+        keys: &[&str],
+    ) -> Result<HashMap<String, Existing>, StoreError> {
+        existing_entries(tx, keys).await
+    }
+
+    async fn insert_movement_entries(
+        tx: &mut Self::Tx,
+        to_write: &[(i64, &MovementEntry)],
+    ) -> Result<HashMap<String, i64>, StoreError> {
+        insert_entries(tx, to_write).await
+    }
+
+    async fn tie_entries(tx: &mut Self::Tx, ties: &[Tie<'_>]) -> Result<u64, StoreError> {
+        tie_entries(tx, ties).await
+    }
 }

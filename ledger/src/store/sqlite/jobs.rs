@@ -2,149 +2,23 @@
 //! every writing transaction holds the database's write lock, which is what PostgreSQL's row
 //! locks give there.
 
-use rust_decimal::Decimal;
-use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 
 use super::{SqliteStore, insert_job, now};
-use crate::event::{Kind, SettlementEvent};
-use crate::ids::{EventId, SourceName};
+use crate::ids::EventId;
 use crate::job::{
-    AttemptOutcome, AttemptStart, ErrorClass, JobRef, PostError, Posted, QueueStatus, start_gate,
+    AttemptOutcome, AttemptStart, ErrorClass, JobRef, PostError, QueueStatus, start_gate,
     start_step,
 };
-use crate::money::Currency;
-use crate::posting::{self, EntryDraft, Line, PostingRules};
 use crate::record::EventStatus;
 use crate::state::{AttemptState, StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::failures::FailureRows;
-use crate::store::prepare::{EventRow, Prepared, Ready, prepare};
-use tracing::debug;
+use crate::store::start::StartRows;
 
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
 
 impl SqliteStore {
-    pub(in crate::store) async fn start_attempt(
-        &self,
-        job: &JobRef,
-        worker: &str,
-        attempts_max: u32,
-        _lock_timeout_ms: u64,
-        alone: bool,
-    ) -> Result<AttemptStart, StoreError> {
-        let mut tx = self.write().await?;
-        let start = start_in(&mut tx, job, worker, attempts_max, alone).await?;
-        tx.commit().await?;
-        Ok(start)
-    }
-
-    /// Starts several jobs' attempts in one write transaction (one commit, one fsync, for all),
-    /// each exactly as [`Self::start_attempt`] would. If the transaction fails nothing of it is
-    /// kept and each job is started on its own.
-    pub(in crate::store) async fn start_attempts(
-        &self,
-        starts: &[(JobRef, String)],
-        attempts_max: u32,
-    ) -> Vec<Result<AttemptStart, StoreError>> {
-        if starts.len() > 1 {
-            match self.start_together(starts, attempts_max).await {
-                Ok(results) => return results,
-                Err(error) => {
-                    debug!(%error, jobs = starts.len(), "group start failed; starting one by one")
-                }
-            }
-        }
-        let mut results = Vec::with_capacity(starts.len());
-        for (job, worker) in starts {
-            results.push(
-                self.start_attempt(job, worker, attempts_max, 0, false)
-                    .await,
-            );
-        }
-        results
-    }
-
-    async fn start_together(
-        &self,
-        starts: &[(JobRef, String)],
-        attempts_max: u32,
-    ) -> Result<Vec<Result<AttemptStart, StoreError>>, StoreError> {
-        let mut tx = self.write().await?;
-        let mut results = Vec::with_capacity(starts.len());
-        for (job, worker) in starts {
-            results.push(Ok(
-                start_in(&mut tx, job, worker, attempts_max, false).await?
-            ));
-        }
-        tx.commit().await?;
-        Ok(results)
-    }
-
-    /// Waiting for the lock is bounded by the busy timeout, not `lock_timeout_ms`.
-    pub(in crate::store) async fn post(
-        &self,
-        job: &JobRef,
-        attempt: u32,
-        rules: &PostingRules,
-        _lock_timeout_ms: u64,
-    ) -> Result<Posted, PostError> {
-        let mut tx = self.write().await?;
-        // Any error leaves the transaction to roll back: nothing of this job is kept.
-        let posted = post_in(&mut tx, job, attempt, rules).await?;
-        tx.commit().await.map_err(StoreError::from)?;
-        Ok(posted)
-    }
-
-    /// Posts several jobs in one write transaction (one commit, one fsync, for all), each
-    /// exactly as [`Self::post`] would: each job in a savepoint of its own, so one refused for
-    /// its own reason writes nothing and does not stop the others. If the database fails
-    /// anywhere, nothing of the group is kept and each job is posted on its own.
-    pub(in crate::store) async fn post_many(
-        &self,
-        posts: &[(JobRef, u32)],
-        rules: &PostingRules,
-    ) -> Vec<Result<Posted, PostError>> {
-        if posts.len() > 1 {
-            match self.post_together(posts, rules).await {
-                Ok(results) => return results,
-                Err(error) => {
-                    debug!(%error, jobs = posts.len(), "group posting failed; posting one by one")
-                }
-            }
-        }
-        let mut results = Vec::with_capacity(posts.len());
-        for (job, attempt) in posts {
-            results.push(self.post(job, *attempt, rules, 0).await);
-        }
-        results
-    }
-
-    async fn post_together(
-        &self,
-        posts: &[(JobRef, u32)],
-        rules: &PostingRules,
-    ) -> Result<Vec<Result<Posted, PostError>>, StoreError> {
-        let mut tx = self.write().await?;
-        let mut results = Vec::with_capacity(posts.len());
-        for (job, attempt) in posts {
-            let mut savepoint = sqlx::Connection::begin(&mut *tx).await?;
-            match post_in(&mut savepoint, job, *attempt, rules).await {
-                Ok(posted) => {
-                    savepoint.commit().await?;
-                    results.push(Ok(posted));
-                }
-                Err(PostError::Store(error)) => return Err(error),
-                Err(refused) => {
-                    savepoint.rollback().await?;
-                    results.push(Err(refused));
-                }
-            }
-        }
-        tx.commit().await?;
-        Ok(results)
-    }
-
     pub(in crate::store) async fn retry_later(
         &self,
         job_id: &str,
@@ -253,105 +127,6 @@ async fn start_in(
         _ => {}
     }
     Ok(answer)
-}
-
-/// A posting (see `Store::post`), in the caller's write transaction. On an error some of it may
-/// be written: the caller rolls back.
-async fn post_in(
-    conn: &mut SqliteConnection,
-    job: &JobRef,
-    attempt: u32,
-    rules: &PostingRules,
-) -> Result<Posted, PostError> {
-    let row = sqlx::query(
-        "SELECT id, source, status, job_id, facts, validation_error, received_at
-         FROM settlement_events WHERE id = ?1",
-    )
-    .bind(job.event_id.get())
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(StoreError::from)?
-    .ok_or_else(|| PostError::CorruptEvent(format!("event {} does not exist", job.event_id)))?;
-    let row = EventRow {
-        id: row.try_get("id").map_err(StoreError::from)?,
-        source: row.try_get("source").map_err(StoreError::from)?,
-        status: row.try_get("status").map_err(StoreError::from)?,
-        job_id: row.try_get("job_id").map_err(StoreError::from)?,
-        facts: row.try_get("facts").map_err(StoreError::from)?,
-        validation_error: row.try_get("validation_error").map_err(StoreError::from)?,
-        received_at: row.try_get("received_at").map_err(StoreError::from)?,
-    };
-    let ready = match prepare(job, &row, rules) {
-        Prepared::Settled => {
-            finish_attempt(&mut *conn, job, attempt, AttemptOutcome::Settled, None).await?;
-            complete_job(&mut *conn, &job.job_id).await?;
-            return Ok(Posted::AlreadySettled);
-        }
-        Prepared::Refused(error) => return Err(error),
-        Prepared::Ready(ready) => *ready,
-    };
-    let Ready {
-        source,
-        event,
-        mut draft,
-        fingerprint,
-        received_at,
-    } = ready;
-    let reverses = if event.kind() == Kind::PayoutFailed {
-        Some(reverse_payout(&mut *conn, &source, &event, &mut draft).await?)
-    } else {
-        None
-    };
-    if !draft.is_balanced() {
-        return Err(PostError::Unbalanced(draft.source_key));
-    }
-    let existing: Option<(i64, String)> =
-        sqlx::query_as("SELECT id, request_fingerprint FROM journal_entries WHERE source_key = ?1")
-            .bind(&draft.source_key)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from)?;
-    let outcome = match existing {
-        Some((entry_id, stored)) => {
-            posting::replay_or_conflict(&stored, &fingerprint, &draft.source_key)?;
-            Posted::Replayed {
-                entry_id,
-                received_at,
-            }
-        }
-        None => Posted::New {
-            entry_id: insert_entry(
-                &mut *conn,
-                &EntryRow {
-                    event_id: job.event_id.get(),
-                    source: source.as_str(),
-                    kind: event.kind().as_str(),
-                    movement_id: event.movement_id().as_str(),
-                    payout_id: event.payout_id().map(|p| p.as_str()),
-                    reference: event.reference().map(|r| r.as_str()),
-                    fingerprint: &fingerprint,
-                    draft: &draft,
-                    reverses,
-                    details: None,
-                },
-            )
-            .await?,
-            received_at,
-        },
-    };
-    let (Posted::New { entry_id, .. } | Posted::Replayed { entry_id, .. }) = outcome else {
-        return Ok(outcome);
-    };
-    set_event_status(
-        &mut *conn,
-        job.event_id,
-        EventStatus::Recorded.transition(EventStatus::Posted)?,
-        Some(entry_id),
-    )
-    .await?;
-    finish_attempt(&mut *conn, job, attempt, AttemptOutcome::Posted, None).await?;
-    complete_job(&mut *conn, &job.job_id).await?;
-    Ok(outcome)
 }
 
 /// Points each event at a fresh job and inserts those jobs. Returns the new job ids.
@@ -549,164 +324,6 @@ async fn kill_job(conn: &mut SqliteConnection, job_id: &str) -> Result<(), Store
     Ok(())
 }
 
-async fn reverse_payout(
-    conn: &mut SqliteConnection,
-    source: &SourceName,
-    event: &SettlementEvent,
-    draft: &mut EntryDraft,
-) -> Result<i64, PostError> {
-    let payout_id = event
-        .payout_id()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_default();
-    let paid_key = posting::source_key(source, Kind::PayoutPaid, &payout_id);
-    let paid: Option<i64> =
-        sqlx::query_scalar("SELECT id FROM journal_entries WHERE source_key = ?1")
-            .bind(&paid_key)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from)?;
-    let Some(paid_id) = paid else {
-        return Err(PostError::DependencyNotReady { payout_id });
-    };
-    if let Some(reversal) =
-        sqlx::query_scalar::<_, i64>("SELECT id FROM journal_entries WHERE reverses_entry_id = ?1")
-            .bind(paid_id)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from)?
-    {
-        let key = posting::source_key(source, Kind::PayoutFailed, event.movement_id().as_str());
-        let same_key: bool =
-            sqlx::query_scalar("SELECT source_key = ?2 FROM journal_entries WHERE id = ?1")
-                .bind(reversal)
-                .bind(&key)
-                .fetch_one(&mut *conn)
-                .await
-                .map_err(StoreError::from)?;
-        if !same_key {
-            return Err(PostError::ReversalMismatch {
-                payout_id,
-                detail: "that payout's entry is already reversed".into(),
-            });
-        }
-    }
-    let rows: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT account, currency, amount FROM journal_lines WHERE entry_id = ?1 ORDER BY line_no",
-    )
-    .bind(paid_id)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(StoreError::from)?;
-    let mut paid_lines = Vec::with_capacity(rows.len());
-    for (account, currency, amount) in rows {
-        let currency =
-            Currency::parse(&currency).map_err(|e| PostError::CorruptEvent(e.to_string()))?;
-        let amount: Decimal = amount
-            .parse()
-            .map_err(|_| PostError::CorruptEvent(format!("amount {amount:?}")))?;
-        paid_lines.push(Line {
-            account,
-            currency,
-            amount,
-        });
-    }
-    let reversal = posting::reverse_payout(&payout_id, &paid_lines, draft, event.currency())?;
-    draft.lines = reversal;
-    Ok(paid_id)
-}
-
-/// An entry as written: whose event wrote it, its movement and the drafted lines.
-pub(super) struct EntryRow<'a> {
-    pub(super) event_id: i64,
-    pub(super) source: &'a str,
-    pub(super) kind: &'a str,
-    pub(super) movement_id: &'a str,
-    pub(super) payout_id: Option<&'a str>,
-    pub(super) reference: Option<&'a str>,
-    pub(super) fingerprint: &'a str,
-    pub(super) draft: &'a EntryDraft,
-    pub(super) reverses: Option<i64>,
-    /// What the provider reported about the movement (JSON), for movements resolved through its
-    /// API.
-    pub(super) details: Option<String>,
-}
-
-/// Writes the lines first, then the entry (its insert checks the lines balance).
-pub(super) async fn insert_entry(
-    conn: &mut SqliteConnection,
-    entry: &EntryRow<'_>,
-) -> Result<i64, PostError> {
-    let entry_id: i64 = sqlx::query_scalar(
-        "SELECT max(coalesce((SELECT max(id) FROM journal_entries), 0),
-                    coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'journal_entries'), 0)) + 1",
-    )
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(StoreError::from)?;
-    for (i, line) in entry.draft.lines.iter().enumerate() {
-        sqlx::query(
-            "INSERT INTO journal_lines (entry_id, line_no, account, currency, amount, amount_minor)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )
-        .bind(entry_id)
-        .bind(i as i64 + 1)
-        .bind(&line.account)
-        .bind(line.currency.code())
-        .bind(exact_text(line))
-        .bind(minor_units(line)?)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::from)?;
-    }
-    sqlx::query(
-        "INSERT INTO journal_entries (id, source_key, event_id, source, kind, movement_id, payout_id, reference,
-                                      request_fingerprint, effective_date, description, reverses_entry_id,
-                                      recorded_at, details)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    )
-    .bind(entry_id)
-    .bind(&entry.draft.source_key)
-    .bind(entry.event_id)
-    .bind(entry.source)
-    .bind(entry.kind)
-    .bind(entry.movement_id)
-    .bind(entry.payout_id)
-    .bind(entry.reference)
-    .bind(entry.fingerprint)
-    .bind(entry.draft.effective_date)
-    .bind(&entry.draft.description)
-    .bind(entry.reverses)
-    .bind(now())
-    .bind(entry.details.as_deref())
-    .execute(&mut *conn)
-    .await
-    .map_err(StoreError::from)?;
-    Ok(entry_id)
-}
-
-fn exact_text(line: &Line) -> String {
-    let mut amount = line.amount;
-    amount.rescale(line.currency.exponent());
-    amount.to_string()
-}
-
-/// The line's amount in its currency's minor units, exactly (or a corrupt-entry error).
-fn minor_units(line: &Line) -> Result<i64, PostError> {
-    let mut scaled = line.amount * Decimal::from(10i64.pow(line.currency.exponent()));
-    scaled = scaled.normalize();
-    if scaled.scale() != 0 {
-        return Err(PostError::Unbalanced(format!(
-            "{} is finer than {}",
-            line.amount, line.currency
-        )));
-    }
-    scaled
-        .to_string()
-        .parse()
-        .map_err(|_| PostError::Unbalanced(format!("{} is out of range", line.amount)))
-}
-
 impl FailureRows for SqliteStore {
     async fn finish_attempt(
         tx: &mut Self::Tx,
@@ -762,5 +379,40 @@ impl FailureRows for SqliteStore {
 
     async fn kill_job(tx: &mut Self::Tx, job_id: &str) -> Result<(), StoreError> {
         kill_job(tx, job_id).await
+    }
+}
+
+impl StartRows for SqliteStore {
+    /// Waiting for the write lock is bounded by the busy timeout, not `lock_timeout_ms`.
+    async fn start_one(
+        &self,
+        job: &JobRef,
+        worker: &str,
+        attempts_max: u32,
+        _lock_timeout_ms: u64,
+        alone: bool,
+    ) -> Result<AttemptStart, StoreError> {
+        let mut tx = self.write().await?;
+        let start = start_in(&mut tx, job, worker, attempts_max, alone).await?;
+        tx.commit().await?;
+        Ok(start)
+    }
+
+    async fn start_group(
+        &self,
+        starts: &[(JobRef, String)],
+        attempts_max: u32,
+        _lock_timeout_ms: u64,
+    ) -> Result<Vec<Result<AttemptStart, StoreError>>, StoreError> {
+        // The write lock is the whole database's: no order to keep among the events.
+        let mut tx = self.write().await?;
+        let mut results = Vec::with_capacity(starts.len());
+        for (job, worker) in starts {
+            results.push(Ok(
+                start_in(&mut tx, job, worker, attempts_max, false).await?
+            ));
+        }
+        tx.commit().await?;
+        Ok(results)
     }
 }

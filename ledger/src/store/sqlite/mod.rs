@@ -8,6 +8,7 @@
 mod finance;
 mod jobs;
 mod movements;
+mod posting;
 mod review;
 mod verify;
 
