@@ -521,6 +521,20 @@ async fn post_resolved_together<B: PostingRows>(
     Ok(results.into_iter().flatten().collect())
 }
 
+/// A journal line as stored (`entry_lines`), its currency checked.
+pub(super) fn stored_line(
+    account: String,
+    currency: &str,
+    amount: rust_decimal::Decimal,
+) -> Result<Line, PostError> {
+    Ok(Line {
+        account,
+        currency: crate::money::Currency::parse(currency)
+            .map_err(|e| PostError::CorruptEvent(e.to_string()))?,
+        amount,
+    })
+}
+
 /// The source a source key belongs to (its first segment).
 pub(super) fn source_of(source_key: &str) -> &str {
     source_key.split('/').next().unwrap_or(source_key)

@@ -9,6 +9,7 @@ use crate::posting::{self, EntryDraft, PostingRules};
 use crate::record::EventStatus;
 
 /// An event row as the posting reads it (locked by the caller's transaction).
+#[derive(sqlx::FromRow)]
 pub(super) struct EventRow {
     pub(super) id: i64,
     pub(super) source: String,

@@ -2,7 +2,6 @@
 //! failure read and write (`store::post`, `store::failures` decide what), and the sweep that
 //! re-enqueues stranded events.
 
-use sqlx::Row;
 use sqlx::postgres::PgConnection;
 
 use super::{PgStore, QUEUE_ATTEMPTS_MAX};
@@ -21,76 +20,6 @@ use crate::store::start::StartRows;
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
 
 impl PgStore {
-    /// One call of `settle_start_attempt` (the PostgreSQL baseline migration): one round trip and
-    /// one commit.
-    async fn start_attempt(
-        &self,
-        job: &JobRef,
-        worker: &str,
-        attempts_max: u32,
-        lock_timeout_ms: u64,
-        alone: bool,
-    ) -> Result<AttemptStart, StoreError> {
-        let (outcome, attempt): (String, i32) =
-            sqlx::query_as("SELECT * FROM settle_start_attempt($1, $2, $3, $4, $5, $6, $7)")
-                .bind(job.event_id.get())
-                .bind(&job.job_id)
-                .bind(worker)
-                .bind(attempts_max_param(attempts_max))
-                .bind(format!("{lock_timeout_ms}ms"))
-                .bind(DIED)
-                .bind(alone)
-                .fetch_one(&self.pool)
-                .await?;
-        attempt_start(&outcome, attempt)
-    }
-
-    async fn start_group_statement(
-        &self,
-        starts: &[(JobRef, String)],
-        attempts_max: u32,
-        lock_timeout_ms: u64,
-    ) -> Result<Vec<Result<AttemptStart, StoreError>>, StoreError> {
-        // Events are locked in id order, so two processes' groups never deadlock each other.
-        let mut order: Vec<usize> = (0..starts.len()).collect();
-        order.sort_by_key(|&i| starts[i].0.event_id.get());
-        let events: Vec<i64> = order.iter().map(|&i| starts[i].0.event_id.get()).collect();
-        let jobs: Vec<&str> = order.iter().map(|&i| starts[i].0.job_id.as_str()).collect();
-        let workers: Vec<&str> = order.iter().map(|&i| starts[i].1.as_str()).collect();
-        let rows: Vec<(i64, String, i32)> = sqlx::query_as(
-            "SELECT ord, outcome, attempt FROM settle_start_attempts($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&events)
-        .bind(&jobs)
-        .bind(&workers)
-        .bind(attempts_max_param(attempts_max))
-        .bind(format!("{lock_timeout_ms}ms"))
-        .bind(DIED)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut results: Vec<Option<Result<AttemptStart, StoreError>>> =
-            (0..starts.len()).map(|_| None).collect();
-        for (ord, outcome, attempt) in rows {
-            let slot = usize::try_from(ord - 1)
-                .ok()
-                .and_then(|position| order.get(position))
-                .and_then(|&i| results.get_mut(i))
-                .filter(|slot| slot.is_none());
-            let Some(slot) = slot else {
-                return Err(StoreError::Corrupt(format!(
-                    "settle_start_attempts answered position {ord} twice or out of range"
-                )));
-            };
-            *slot = Some(attempt_start(&outcome, attempt));
-        }
-        if results.iter().any(Option::is_none) {
-            return Err(StoreError::Corrupt(
-                "settle_start_attempts left a job without an answer".into(),
-            ));
-        }
-        Ok(results.into_iter().flatten().collect())
-    }
-
     pub(in crate::store) async fn retry_later(
         &self,
         job_id: &str,
@@ -154,26 +83,13 @@ pub(super) async fn lock_events(
     conn: &mut PgConnection,
     ids: &[i64],
 ) -> Result<Vec<EventRow>, StoreError> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT id, source, status, job_id, facts, validation_error, received_at
          FROM settlement_events WHERE id = ANY($1) ORDER BY id FOR UPDATE",
     )
     .bind(ids)
     .fetch_all(&mut *conn)
-    .await?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(EventRow {
-                id: row.try_get("id")?,
-                source: row.try_get("source")?,
-                status: row.try_get("status")?,
-                job_id: row.try_get("job_id")?,
-                facts: row.try_get("facts")?,
-                validation_error: row.try_get("validation_error")?,
-                received_at: row.try_get("received_at")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// Points each event at a fresh job and inserts those jobs (their insert notifies workers).
@@ -427,6 +343,8 @@ impl FailureRows for PgStore {
 }
 
 impl StartRows for PgStore {
+    /// One call of `settle_start_attempt` (the PostgreSQL baseline migration): one round trip and
+    /// one commit.
     async fn start_one(
         &self,
         job: &JobRef,
@@ -435,8 +353,18 @@ impl StartRows for PgStore {
         lock_timeout_ms: u64,
         alone: bool,
     ) -> Result<AttemptStart, StoreError> {
-        self.start_attempt(job, worker, attempts_max, lock_timeout_ms, alone)
-            .await
+        let (outcome, attempt): (String, i32) =
+            sqlx::query_as("SELECT * FROM settle_start_attempt($1, $2, $3, $4, $5, $6, $7)")
+                .bind(job.event_id.get())
+                .bind(&job.job_id)
+                .bind(worker)
+                .bind(attempts_max_param(attempts_max))
+                .bind(format!("{lock_timeout_ms}ms"))
+                .bind(DIED)
+                .bind(alone)
+                .fetch_one(&self.pool)
+                .await?;
+        attempt_start(&outcome, attempt)
     }
 
     async fn start_group(
@@ -445,7 +373,43 @@ impl StartRows for PgStore {
         attempts_max: u32,
         lock_timeout_ms: u64,
     ) -> Result<Vec<Result<AttemptStart, StoreError>>, StoreError> {
-        self.start_group_statement(starts, attempts_max, lock_timeout_ms)
-            .await
+        // Events are locked in id order, so two processes' groups never deadlock each other.
+        let mut order: Vec<usize> = (0..starts.len()).collect();
+        order.sort_by_key(|&i| starts[i].0.event_id.get());
+        let events: Vec<i64> = order.iter().map(|&i| starts[i].0.event_id.get()).collect();
+        let jobs: Vec<&str> = order.iter().map(|&i| starts[i].0.job_id.as_str()).collect();
+        let workers: Vec<&str> = order.iter().map(|&i| starts[i].1.as_str()).collect();
+        let rows: Vec<(i64, String, i32)> = sqlx::query_as(
+            "SELECT ord, outcome, attempt FROM settle_start_attempts($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&events)
+        .bind(&jobs)
+        .bind(&workers)
+        .bind(attempts_max_param(attempts_max))
+        .bind(format!("{lock_timeout_ms}ms"))
+        .bind(DIED)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut results: Vec<Option<Result<AttemptStart, StoreError>>> =
+            (0..starts.len()).map(|_| None).collect();
+        for (ord, outcome, attempt) in rows {
+            let slot = usize::try_from(ord - 1)
+                .ok()
+                .and_then(|position| order.get(position))
+                .and_then(|&i| results.get_mut(i))
+                .filter(|slot| slot.is_none());
+            let Some(slot) = slot else {
+                return Err(StoreError::Corrupt(format!(
+                    "settle_start_attempts answered position {ord} twice or out of range"
+                )));
+            };
+            *slot = Some(attempt_start(&outcome, attempt));
+        }
+        if results.iter().any(Option::is_none) {
+            return Err(StoreError::Corrupt(
+                "settle_start_attempts left a job without an answer".into(),
+            ));
+        }
+        Ok(results.into_iter().flatten().collect())
     }
 }

@@ -11,13 +11,12 @@ use super::PgStore;
 use super::jobs::{begin_with_lock_timeout, complete_job, lock_events};
 use super::movements::{existing_entries, insert_entries, mark_posted, tie_entries};
 use crate::job::{AttemptOutcome, PostError};
-use crate::money::Currency;
 use crate::movement::MovementEntry;
 use crate::posting::Line;
 use crate::record::EventStatus;
 use crate::state::{StateMachine, Transition};
 use crate::store::movements::Existing;
-use crate::store::post::{Mark, Posting, PostingRows, Tie};
+use crate::store::post::{Mark, Posting, PostingRows, Tie, stored_line};
 use crate::store::prepare::EventRow;
 use crate::store::{STATEMENT_BYTES_MAX, StoreError, split_by_bytes};
 
@@ -257,14 +256,7 @@ impl PostingRows for PgStore {
         .await
         .map_err(StoreError::from)?;
         rows.into_iter()
-            .map(|(account, currency, amount)| {
-                Ok(Line {
-                    account,
-                    currency: Currency::parse(&currency)
-                        .map_err(|e| PostError::CorruptEvent(e.to_string()))?,
-                    amount,
-                })
-            })
+            .map(|(account, currency, amount)| stored_line(account, &currency, amount))
             .collect()
     }
 

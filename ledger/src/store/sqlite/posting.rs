@@ -5,20 +5,18 @@
 use std::collections::HashMap;
 
 use rust_decimal::Decimal;
-use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 
 use super::jobs::{complete_job, finish_attempt, set_event_status};
 use super::{SqliteStore, now};
 use crate::job::{AttemptOutcome, PostError};
-use crate::money::Currency;
 use crate::movement::MovementEntry;
 use crate::posting::{EntryDraft, Line};
 use crate::record::EventStatus;
 use crate::state::Transition;
 use crate::store::StoreError;
 use crate::store::movements::Existing;
-use crate::store::post::{Mark, Posting, PostingRows, Tie, source_of};
+use crate::store::post::{Mark, Posting, PostingRows, Tie, source_of, stored_line};
 use crate::store::prepare::EventRow;
 
 impl PostingRows for SqliteStore {
@@ -28,26 +26,13 @@ impl PostingRows for SqliteStore {
     }
 
     async fn lock_events(tx: &mut Self::Tx, ids: &[i64]) -> Result<Vec<EventRow>, StoreError> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT id, source, status, job_id, facts, validation_error, received_at
              FROM settlement_events WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
         )
         .bind(serde_json::to_string(ids).unwrap_or_default())
         .fetch_all(&mut **tx)
-        .await?;
-        rows.into_iter()
-            .map(|row| {
-                Ok(EventRow {
-                    id: row.try_get("id")?,
-                    source: row.try_get("source")?,
-                    status: row.try_get("status")?,
-                    job_id: row.try_get("job_id")?,
-                    facts: row.try_get("facts")?,
-                    validation_error: row.try_get("validation_error")?,
-                    received_at: row.try_get("received_at")?,
-                })
-            })
-            .collect()
+        .await?)
     }
 
     async fn entry_by_key(
@@ -76,14 +61,10 @@ impl PostingRows for SqliteStore {
         .map_err(StoreError::from)?;
         rows.into_iter()
             .map(|(account, currency, amount)| {
-                Ok(Line {
-                    account,
-                    currency: Currency::parse(&currency)
-                        .map_err(|e| PostError::CorruptEvent(e.to_string()))?,
-                    amount: amount
-                        .parse()
-                        .map_err(|_| PostError::CorruptEvent(format!("amount {amount:?}")))?,
-                })
+                let amount = amount
+                    .parse()
+                    .map_err(|_| PostError::CorruptEvent(format!("amount {amount:?}")))?;
+                stored_line(account, &currency, amount)
             })
             .collect()
     }
