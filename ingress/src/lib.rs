@@ -23,7 +23,7 @@ pub use provider::Ignore;
 pub use provider::fuzzing;
 pub use provider::signature::SignatureError;
 pub use recorder::IngressSettings;
-pub use source::{Connect, Provider, Secret, Source, SourceError, Sources, StripeRules};
+pub use source::{Connect, MoneyFrom, Provider, Secret, Source, SourceError, Sources, StripeRules};
 
 /// The default limit on a webhook body.
 pub const BODY_BYTES_MAX_DEFAULT: usize = 256 * 1024;

@@ -121,6 +121,19 @@ pub enum Connect {
     Post,
 }
 
+/// Where an Adyen source's money comes from: exactly one of the two, so nothing is booked twice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MoneyFrom {
+    /// `CAPTURE`, `REFUND`, `CHARGEBACK`... post their amounts (no fees, the shopper's
+    /// currency); `REPORT_AVAILABLE` is acknowledged and not recorded.
+    #[default]
+    Notifications,
+    /// Settlement details reports post every line (fees, settlement currency, payouts); the
+    /// money notifications are acknowledged and not recorded.
+    Reports,
+}
+
 /// One configured source, with its keys derived and checked.
 #[derive(Clone, Debug)]
 pub struct Source {
@@ -130,6 +143,8 @@ pub struct Source {
     pub(crate) keys: Vec<SigningKey>,
     /// For `provider = "stripe"`.
     pub stripe: Option<StripeRules>,
+    /// For `provider = "adyen"`.
+    pub money_from: MoneyFrom,
 }
 
 impl Source {
@@ -160,7 +175,14 @@ impl Source {
             tolerance_secs,
             keys,
             stripe: None,
+            money_from: MoneyFrom::default(),
         })
+    }
+
+    /// An Adyen source's money: from its notifications or from its settlement details reports.
+    pub fn with_money_from(mut self, money_from: MoneyFrom) -> Self {
+        self.money_from = money_from;
+        self
     }
 
     /// A Stripe source's mode and Connect rule.

@@ -1,6 +1,7 @@
 //! settle's domain and its storage: money, settlement events and their fingerprints, what is
 //! recorded and how, and `store`, the only module that speaks SQL.
 
+pub mod adyen;
 pub mod error;
 pub mod event;
 pub mod finance;

@@ -273,6 +273,9 @@ pub struct MovementEntry {
 pub struct Resolved {
     pub entries: Vec<MovementEntry>,
     pub payout: Option<PayoutId>,
+    /// More of the event's movements follow in later postings (a report posted in chunks): these
+    /// are written and tied, and the event keeps waiting for its job.
+    pub partial: bool,
 }
 
 #[cfg(test)]

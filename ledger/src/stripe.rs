@@ -61,13 +61,16 @@ impl StripeTrigger {
 #[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum Trigger {
     Stripe(StripeTrigger),
+    /// An Adyen settlement details report to download and post line by line.
+    #[serde(rename = "adyen_report")]
+    AdyenReport(crate::adyen::AdyenReportTrigger),
 }
 
 impl Trigger {
     /// Reads stored facts; `None` when they are canonical settlement facts instead.
     pub fn from_stored(facts: &Value) -> Option<Result<Trigger, String>> {
         let object = facts.as_object()?;
-        object.contains_key("stripe").then(|| {
+        (object.contains_key("stripe") || object.contains_key("adyen_report")).then(|| {
             serde_json::from_value(facts.clone()).map_err(|e| format!("stored trigger: {e}"))
         })
     }
@@ -79,6 +82,7 @@ impl Trigger {
     pub fn fingerprint(&self) -> Fingerprint {
         match self {
             Trigger::Stripe(trigger) => trigger.fingerprint(),
+            Trigger::AdyenReport(trigger) => trigger.fingerprint(),
         }
     }
 
@@ -86,6 +90,7 @@ impl Trigger {
     pub fn kind(&self) -> &str {
         match self {
             Trigger::Stripe(trigger) => &trigger.event_type,
+            Trigger::AdyenReport(_) => "REPORT_AVAILABLE",
         }
     }
 
@@ -93,6 +98,7 @@ impl Trigger {
     pub fn object(&self) -> &str {
         match self {
             Trigger::Stripe(trigger) => &trigger.object,
+            Trigger::AdyenReport(trigger) => &trigger.file,
         }
     }
 }

@@ -795,8 +795,76 @@ async fn part_stripe(results: &mut serde_json::Map<String, Value>) {
     results.insert("stripe_drain".into(), json!(rows));
 }
 
+/// 6: one Adyen settlement details report of `lines` lines (every line a settled payment, then
+/// the batch's payout), announced through a `settle ingress` and posted by one `settle worker` at
+/// the defaults: the time from the announcement to the last line posted, and the worker's peak
+/// memory (the report is streamed to a file and posted in chunks, never held whole).
+async fn part_adyen(results: &mut serde_json::Map<String, Value>) {
+    let lines = std::env::var("BENCH_ADYEN_LINES")
+        .ok()
+        .map_or(100_000, |v| v.parse().expect("a positive integer"));
+    println!(
+        "\n6. Adyen settlement details report (PostgreSQL, {lines} lines, one worker at the defaults)"
+    );
+    let db = TestDb::create().await;
+    let reports = tests::adyen::FakeReports::start().await;
+    let file = "settlement_detail_report_batch_1.csv";
+    reports.put(file, tests::adyen::report_of(lines, 1));
+    let scratch = Scratch::new();
+    let options = AppOptions {
+        workers: String::new(),
+        adyen_reports: Some(reports.host()),
+        ..AppOptions::default()
+    };
+    let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
+    let listen = format!("127.0.0.1:{}", free_port());
+    let _ingress = spawn_settle(
+        &scratch,
+        "ingress",
+        &config,
+        &db.url,
+        &["ingress", "--listen", &listen],
+        &[],
+    );
+    let base = format!("http://{listen}");
+    wait_ready(&base).await;
+    let worker = spawn_settle(&scratch, "worker", &config, &db.url, &["worker"], &[]);
+    let started = Instant::now();
+    let body = ops::sign::adyen_notification(
+        tests::app::ADYEN_KEY,
+        &[tests::adyen::report_available(
+            file,
+            &reports.url("SettleShop", file),
+        )],
+    );
+    let answer = reqwest::Client::new()
+        .post(format!("{base}/webhooks/adyen"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("announce");
+    assert_eq!(answer.status().as_u16(), 200);
+    wait_for_entries(&db.url, lines as i64 + 1, Duration::from_secs(1800)).await;
+    let elapsed = started.elapsed();
+    let rss = peak_rss_kib(&worker);
+    drop(worker);
+    let per_sec = (lines as u128 * 1000 / elapsed.as_millis().max(1)) as i64;
+    let verified = verify(&db.url).await;
+    println!(
+        "  {lines} lines posted in {} ms ({per_sec} lines/s), worker peak RSS {} MiB, verified {verified}",
+        elapsed.as_millis(),
+        rss / 1024
+    );
+    results.insert(
+        "adyen_report".into(),
+        json!({"lines": lines, "elapsed_ms": elapsed.as_millis() as u64, "lines_per_sec": per_sec,
+               "worker_peak_rss_mib": rss / 1024, "verified": verified}),
+    );
+}
+
 /// Which parts to run: all by default; `BENCH_PARTS=drain,e2e` runs some (while iterating):
-/// `ingress`, `drain`, `e2e`, `sqlite`, `stripe`.
+/// `ingress`, `drain`, `e2e`, `sqlite`, `stripe`, `adyen`.
 fn wanted(part: &str) -> bool {
     std::env::var("BENCH_PARTS").map_or(true, |parts| parts.split(',').any(|p| p.trim() == part))
 }
@@ -985,6 +1053,9 @@ async fn main() {
     }
     if wanted("stripe") {
         part_stripe(&mut results).await;
+    }
+    if wanted("adyen") {
+        part_adyen(&mut results).await;
     }
     let text = serde_json::to_string_pretty(&Value::Object(results)).expect("json");
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");

@@ -94,6 +94,9 @@ pub struct AppOptions {
     pub workers: String,
     /// The fake Stripe API the `stripe` source calls; `None`: the app starts its own.
     pub stripe: Option<Arc<FakeStripe>>,
+    /// The host (`http://127.0.0.1:<port>`) the `adyen` source downloads reports from, as the
+    /// fake report server's user; `None`: it has no report credentials.
+    pub adyen_reports: Option<String>,
 }
 
 impl Default for AppOptions {
@@ -104,6 +107,7 @@ impl Default for AppOptions {
             extra: String::new(),
             workers: FAST_WORKERS.to_owned(),
             stripe: None,
+            adyen_reports: None,
         }
     }
 }
@@ -177,6 +181,7 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         name = "adyen"
         provider = "adyen"
         secrets = ["{ADYEN_KEY}", "{ADYEN_KEY_OLD}"]
+        {adyen_reports}
 
         [[tokens]]
         name = "olivia"
@@ -189,6 +194,11 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         token_sha256 = "{finance}"
         "#,
         extra = options.extra,
+        adyen_reports = options.adyen_reports.as_ref().map_or_else(String::new, |host| format!(
+            "money_from = \"reports\"\n        report_user = \"{}\"\n        report_password = \"{}\"\n        report_hosts = [\"{host}\"]\n        report_timeout_ms = 5000",
+            crate::adyen::REPORT_USER,
+            crate::adyen::REPORT_PASSWORD
+        )),
         workers = options.workers,
         stripe_api = options
             .stripe

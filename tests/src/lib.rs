@@ -1,6 +1,7 @@
 //! The integration harness: a fresh real PostgreSQL database per test, the real `settle` app on
 //! a random port, and requests signed the way each provider signs them.
 
+pub mod adyen;
 pub mod app;
 pub mod cluster;
 pub mod db;

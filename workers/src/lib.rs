@@ -18,5 +18,8 @@ mod settings;
 mod wake;
 
 pub use fleet::{WorkerHealth, Workers, WorkersError};
-pub use provider::{ApiKey, ProviderApis, StripeApiSettings};
+pub use provider::{
+    ADYEN_REPORT_HOSTS, AdyenReportSettings, ApiKey, ProviderApis, ReportAuth, ReportHost,
+    StripeApiSettings,
+};
 pub use settings::WorkerSettings;

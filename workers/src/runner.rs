@@ -16,9 +16,11 @@ use tracing::{debug, error, info, warn};
 use crate::chaos::Chaos;
 use crate::group::GroupCommit;
 use crate::provider::ProviderApis;
+use crate::provider::report::post_report;
 use crate::provider::resolve::resolve;
 use crate::retry::RetryPolicy;
 use crate::settings::WorkerSettings;
+use ledger::stripe::Trigger;
 
 /// After a store failure, the job is given back to the queue due this much later (so a flapping
 /// database is not hammered by immediate refetches); giving it back is tried again with this
@@ -211,15 +213,33 @@ impl Runner {
                 self.group.post(job, attempt).await
             }
             Work::Unreadable(detail) => Err(PostError::CorruptEvent(detail)),
-            Work::Resolve { source, trigger } => {
-                match resolve(&self.apis, &self.rules, &source, &trigger).await {
-                    Ok(resolved) => {
-                        self.chaos.before_posting(&self.store, job.event_id).await;
-                        self.group.post_resolved(job, attempt, resolved).await
-                    }
-                    Err(error) => Err(error),
-                }
+            Work::Resolve {
+                source,
+                trigger: Trigger::AdyenReport(report),
+            } => {
+                self.chaos.before_posting(&self.store, job.event_id).await;
+                post_report(
+                    &self.apis,
+                    &self.rules,
+                    &self.store,
+                    &source,
+                    &report,
+                    job,
+                    attempt,
+                    self.lock_timeout_ms,
+                )
+                .await
             }
+            Work::Resolve {
+                source,
+                trigger: Trigger::Stripe(trigger),
+            } => match resolve(&self.apis, &self.rules, &source, &trigger).await {
+                Ok(resolved) => {
+                    self.chaos.before_posting(&self.store, job.event_id).await;
+                    self.group.post_resolved(job, attempt, resolved).await
+                }
+                Err(error) => Err(error),
+            },
         };
         let error = match posting {
             Ok(posted) => {

@@ -9,8 +9,12 @@
 //! Each item is its own event, `external_id` = `eventCode:pspReference`, all recorded in one
 //! transaction. Mapped when `success` is `"true"`: CAPTURE (a settled charge, gross = net),
 //! REFUND, REFUND_FAILED (an adjustment returning the amount to the balance), CHARGEBACK,
-//! CHARGEBACK_REVERSED. Other codes, and any `success` other than `"true"`, are acknowledged and
-//! not recorded.
+//! CHARGEBACK_REVERSED. A source whose money comes from its settlement details reports
+//! (`MoneyFrom::Reports`) records `REPORT_AVAILABLE` for such a report instead (its `pspReference`
+//! the file name, `reason` the download URL) as what it names (`Trigger::AdyenReport`; the job
+//! downloads the report and posts it line by line), and not those codes: one money movement is
+//! booked from one of the two. Other codes, other reports, and any `success` other than `"true"`,
+//! are acknowledged and not recorded.
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -22,8 +26,10 @@ use serde_json::{Map, Value, json};
 
 use super::signature::{SignatureError, any_matches};
 use super::{Adapted, Ignore, Unparseable};
-use crate::source::Source;
+use crate::source::{MoneyFrom, Source};
+use ledger::adyen::AdyenReportTrigger;
 use ledger::minor_units::adyen_exponent;
+use ledger::stripe::Trigger;
 
 const SIGNATURE_FIELD: &str = "additionalData.hmacSignature";
 
@@ -133,7 +139,23 @@ pub(crate) fn adapt(source: &Source, value: &Value) -> Result<Adapted, Unparseab
         if item.text("success") != "true" {
             continue;
         }
-        let Some(kind) = mapped(event_code) else {
+        let reports = source.money_from == MoneyFrom::Reports;
+        if event_code == "REPORT_AVAILABLE" {
+            if reports && AdyenReportTrigger::is_settlement_details(psp_reference) {
+                events.push(NewEvent {
+                    source: source.name.clone(),
+                    external_id,
+                    payload: Value::Object(item.fields.clone()).to_string(),
+                    content: Content::Named(Trigger::AdyenReport(AdyenReportTrigger {
+                        file: psp_reference.to_owned(),
+                        url: item.text("reason").to_owned(),
+                        merchant_account: item.text("merchantAccountCode").to_owned(),
+                    })),
+                });
+            }
+            continue;
+        }
+        let Some(kind) = mapped(event_code).filter(|_| !reports) else {
             continue;
         };
         let content = match facts(&item, kind, &key) {
@@ -315,6 +337,44 @@ mod tests {
                 Err(SignatureError::Missing(SIGNATURE_FIELD))
             );
         }
+    }
+
+    #[test]
+    fn a_source_booking_reports_records_settlement_reports_and_not_money_codes() {
+        let item = |code: &str, psp: &str| {
+            json!({"NotificationRequestItem": {"amount": {"currency": "EUR", "value": 0},
+                "eventCode": code, "eventDate": "2026-12-01T04:00:00+01:00",
+                "merchantAccountCode": "SettleShop", "merchantReference": "", "pspReference": psp,
+                "reason": "https://ca-live.adyen.com/reports/download/MerchantAccount/SettleShop/x.csv",
+                "success": "true"}})
+        };
+        let body = json!({"notificationItems": [
+            item("REPORT_AVAILABLE", "settlement_detail_report_batch_4.csv"),
+            item("REPORT_AVAILABLE", "payments_accounting_report_2026_12_01.csv"),
+            item("CAPTURE", "8816000000000101")]});
+        let reports = source().with_money_from(MoneyFrom::Reports);
+        let Ok(Adapted::Events(events)) = adapt(&reports, &body) else {
+            panic!("adapted")
+        };
+        assert_eq!(events.len(), 1, "the settlement report alone");
+        assert_eq!(
+            events[0].external_id.to_string(),
+            "REPORT_AVAILABLE:settlement_detail_report_batch_4.csv"
+        );
+        let Content::Named(Trigger::AdyenReport(trigger)) = &events[0].content else {
+            panic!("a report trigger")
+        };
+        assert_eq!(trigger.merchant_account, "SettleShop");
+        assert!(trigger.url.ends_with("/x.csv"));
+        // Booking from notifications, the same delivery records the capture and no report.
+        let Ok(Adapted::Events(events)) = adapt(&source(), &body) else {
+            panic!("adapted")
+        };
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            events[0].external_id.to_string(),
+            "CAPTURE:8816000000000101"
+        );
     }
 
     #[test]

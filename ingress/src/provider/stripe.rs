@@ -393,6 +393,7 @@ mod tests {
                 Content::Named(Trigger::Stripe(trigger)) => Ok(trigger.clone()),
                 Content::Invalid(invalid) => Err(format!("invalid: {}", invalid.error)),
                 Content::Valid(_) => Err("canonical facts".into()),
+                Content::Named(other) => Err(format!("another provider's trigger: {other:?}")),
             },
             Ok(Adapted::Ignored(why)) => Err(format!("ignored: {}", why.as_str())),
             Err(error) => Err(format!("unparseable: {error}")),

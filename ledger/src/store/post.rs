@@ -486,11 +486,13 @@ async fn post_resolved_together<B: PostingRows>(
                 });
             }
         }
-        marks.push(Mark {
-            job: post.job,
-            attempt: post.attempt,
-            entry_id: ids.first().copied(),
-        });
+        if !post.resolved.partial {
+            marks.push(Mark {
+                job: post.job,
+                attempt: post.attempt,
+                entry_id: ids.first().copied(),
+            });
+        }
     }
     // In entry order, for the same reason as the entries' keys.
     ties.sort_unstable_by_key(|t| t.entry_id);

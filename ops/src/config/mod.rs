@@ -14,11 +14,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
-use ingress::{Connect, IngressSettings, Provider, Secret, Source, Sources, StripeRules};
+use ingress::{
+    Connect, IngressSettings, MoneyFrom, Provider, Secret, Source, Sources, StripeRules,
+};
 use ledger::posting::{AccountOverrides, Accounts};
 use ledger::{PostingRules, SourceName, StoreOptions};
 use serde::{Deserialize, Serialize};
-use workers::{ApiKey, ProviderApis, StripeApiSettings, WorkerSettings};
+use workers::{
+    ADYEN_REPORT_HOSTS, AdyenReportSettings, ApiKey, ProviderApis, ReportAuth, ReportHost,
+    StripeApiSettings, WorkerSettings,
+};
 
 use crate::auth::{TokenConfig, Tokens};
 use crate::dashboard::DashboardSettings;
@@ -187,6 +192,33 @@ pub struct SourceConfig {
     pub api_connect_timeout_ms: Option<u64>,
     #[serde(default)]
     pub api_request_timeout_ms: Option<u64>,
+    /// Adyen: the report user settlement details reports are downloaded as
+    /// (`report@Company.<company account>`), or the environment variable holding it; with
+    /// `report_password_env` (or `report_password`). `api_key_env` (or `api_key`) sends an
+    /// `X-API-Key` instead. Without either, reports are recorded and their jobs wait for it.
+    #[serde(default)]
+    pub report_user: Option<String>,
+    /// Adyen: where the source's money comes from, `"notifications"` (the default: amounts as
+    /// notified, no fees) or `"reports"` (settlement details reports: fees, settlement currency,
+    /// payouts). One of the two, never both.
+    #[serde(default)]
+    pub money_from: Option<MoneyFrom>,
+    #[serde(default)]
+    pub report_user_env: Option<String>,
+    #[serde(default)]
+    pub report_password_env: Option<String>,
+    #[serde(default)]
+    pub report_password: Option<Secret>,
+    /// Adyen: the hosts a report may be downloaded from (`host[:port]` over https, or
+    /// `http://host[:port]`); a URL elsewhere is refused, credentials unsent. Default: Adyen's
+    /// `ca-live.adyen.com` and `ca-test.adyen.com`.
+    #[serde(default)]
+    pub report_hosts: Option<Vec<String>>,
+    /// Adyen: the largest report downloaded, and the longest a download may take.
+    #[serde(default)]
+    pub report_bytes_max: Option<u64>,
+    #[serde(default)]
+    pub report_timeout_ms: Option<u64>,
 }
 
 /// Stripe's API, unless a source says otherwise.
@@ -199,6 +231,29 @@ const STRIPE_REQUESTS_PER_SEC_TEST: u32 = 25;
 const STRIPE_ENDPOINT_REQUESTS_PER_SEC: u32 = 25;
 const STRIPE_CONNECT_TIMEOUT_MS: u64 = 3_000;
 const STRIPE_REQUEST_TIMEOUT_MS: u64 = 10_000;
+/// A settlement details report is about 300 bytes a line: a million lines fit.
+const ADYEN_REPORT_BYTES_MAX: u64 = 512 * 1024 * 1024;
+const ADYEN_REPORT_TIMEOUT_MS: u64 = 300_000;
+
+/// A secret given inline or in an environment variable; `None` when neither is set.
+fn secret_from(
+    source: &SourceName,
+    inline: Option<&str>,
+    var: Option<&str>,
+    key: &str,
+) -> anyhow::Result<Option<String>> {
+    match (inline, var) {
+        (Some(value), _) => Ok(Some(value.trim().to_owned())),
+        (None, Some(var)) => std::env::var(var)
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+            .map(|value| Some(value.trim().to_owned()))
+            .with_context(|| {
+                format!("source {source}: environment variable {var} ({key}_env) is not set")
+            }),
+        (None, None) => Ok(None),
+    }
+}
 
 impl SourceConfig {
     /// The Stripe-only keys this source sets.
@@ -228,11 +283,40 @@ impl SourceConfig {
         .collect()
     }
 
+    /// The Adyen-only keys this source sets.
+    fn adyen_keys_set(&self) -> Vec<&'static str> {
+        [
+            ("money_from", self.money_from.is_some()),
+            ("report_user", self.report_user.is_some()),
+            ("report_user_env", self.report_user_env.is_some()),
+            ("report_password", self.report_password.is_some()),
+            ("report_password_env", self.report_password_env.is_some()),
+            ("report_hosts", self.report_hosts.is_some()),
+            ("report_bytes_max", self.report_bytes_max.is_some()),
+            ("report_timeout_ms", self.report_timeout_ms.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect()
+    }
+
     fn validate_provider_keys(&self) -> anyhow::Result<()> {
         let name = &self.name;
+        if self.provider != Provider::Adyen
+            && let Some(key) = self.adyen_keys_set().first()
+        {
+            bail!("source {name}: {key} is a setting of provider = \"adyen\" sources only");
+        }
         if self.provider != Provider::Stripe {
-            if let Some(key) = self.stripe_keys_set().first() {
+            // An Adyen source's API key authenticates its report downloads.
+            let shared = |key: &&str| {
+                self.provider == Provider::Adyen && matches!(*key, "api_key" | "api_key_env")
+            };
+            if let Some(key) = self.stripe_keys_set().into_iter().find(|k| !shared(k)) {
                 bail!("source {name}: {key} is a setting of provider = \"stripe\" sources only");
+            }
+            if self.provider == Provider::Adyen {
+                return self.validate_adyen_keys();
             }
             return Ok(());
         }
@@ -253,6 +337,89 @@ impl SourceConfig {
             bail!("source {name}: API timeouts must be positive");
         }
         Ok(())
+    }
+
+    fn validate_adyen_keys(&self) -> anyhow::Result<()> {
+        let name = &self.name;
+        let user = self.report_user.is_some() || self.report_user_env.is_some();
+        let password = self.report_password.is_some() || self.report_password_env.is_some();
+        let key = self.api_key.is_some() || self.api_key_env.is_some();
+        if (user || password) && key {
+            bail!(
+                "source {name}: report downloads authenticate with report_user_env and report_password_env, or with api_key_env, not both"
+            );
+        }
+        if user != password
+            || (self.report_user.is_some() && self.report_user_env.is_some())
+            || (self.report_password.is_some() && self.report_password_env.is_some())
+            || (self.api_key.is_some() && self.api_key_env.is_some())
+        {
+            bail!(
+                "source {name}: a report user needs one of report_user / report_user_env and one of report_password / report_password_env"
+            );
+        }
+        for host in self.report_hosts.iter().flatten() {
+            if ReportHost::parse(host).is_none() {
+                bail!(
+                    "source {name}: report_hosts entry {host:?} is not host[:port] or http(s)://host[:port]"
+                );
+            }
+        }
+        if self.report_bytes_max == Some(0) || self.report_timeout_ms == Some(0) {
+            bail!("source {name}: report limits must be positive");
+        }
+        if (user || key) && self.money_from != Some(MoneyFrom::Reports) {
+            bail!(
+                "source {name}: report credentials are set but money_from is not \"reports\": set money_from = \"reports\" (the money notifications are then not booked, so nothing is booked twice)"
+            );
+        }
+        Ok(())
+    }
+
+    /// How workers download this source's settlement details reports (Adyen sources with
+    /// report credentials), the secrets read from their variables.
+    fn adyen_reports(&self) -> anyhow::Result<Option<AdyenReportSettings>> {
+        if self.provider != Provider::Adyen {
+            return Ok(None);
+        }
+        let name = &self.name;
+        let user = secret_from(
+            name,
+            self.report_user.as_deref(),
+            self.report_user_env.as_deref(),
+            "report_user",
+        )?;
+        let password = secret_from(
+            name,
+            self.report_password.as_ref().map(Secret::expose),
+            self.report_password_env.as_deref(),
+            "report_password",
+        )?;
+        let key = secret_from(
+            name,
+            self.api_key.as_ref().map(Secret::expose),
+            self.api_key_env.as_deref(),
+            "api_key",
+        )?;
+        let auth = match (user, password, key) {
+            (Some(user), Some(password), _) => ReportAuth::Basic { user, password },
+            (_, _, Some(key)) => ReportAuth::ApiKey(key),
+            _ => return Ok(None),
+        };
+        let hosts = match &self.report_hosts {
+            Some(hosts) => hosts.iter().filter_map(|h| ReportHost::parse(h)).collect(),
+            None => ADYEN_REPORT_HOSTS
+                .iter()
+                .filter_map(|h| ReportHost::parse(h))
+                .collect(),
+        };
+        Ok(Some(AdyenReportSettings {
+            source: name.clone(),
+            auth,
+            hosts,
+            bytes_max: self.report_bytes_max.unwrap_or(ADYEN_REPORT_BYTES_MAX),
+            timeout_ms: self.report_timeout_ms.unwrap_or(ADYEN_REPORT_TIMEOUT_MS),
+        }))
     }
 
     /// How workers reach this source's API (Stripe sources), the key read from its variable.
@@ -422,6 +589,9 @@ impl Config {
                 source.tolerance_secs,
             )?;
             source.validate_provider_keys()?;
+            if let Some(money_from) = source.money_from {
+                built = built.with_money_from(money_from);
+            }
             if source.provider == Provider::Stripe {
                 built = built.with_stripe(StripeRules {
                     livemode: source.livemode.unwrap_or(false),
@@ -436,13 +606,16 @@ impl Config {
     /// The provider APIs workers call (each Stripe source's client, its key read from
     /// `api_key_env` now).
     pub fn provider_apis(&self) -> anyhow::Result<ProviderApis> {
-        let mut stripe = Vec::new();
+        let (mut stripe, mut reports) = (Vec::new(), Vec::new());
         for source in &self.sources {
             if let Some(api) = source.stripe_api()? {
                 stripe.push(api);
             }
+            if let Some(settings) = source.adyen_reports()? {
+                reports.push(settings);
+            }
         }
-        Ok(ProviderApis::new(stripe)?)
+        Ok(ProviderApis::new(stripe, reports)?)
     }
 
     /// Each configured source's accounts (others post to the defaults).
@@ -519,6 +692,22 @@ mod tests {
                 "at least one secret",
             ),
             ("database_url = \"mysql://x\"", "database URL"),
+            (
+                "[[sources]]\nname = \"a\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\nreport_user = \"u\"\nreport_password = \"p\"",
+                "money_from is not \"reports\"",
+            ),
+            (
+                "[[sources]]\nname = \"a\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\nmoney_from = \"reports\"\nreport_user = \"u\"",
+                "one of report_password",
+            ),
+            (
+                "[[sources]]\nname = \"a\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\nreport_hosts = [\"https://x/path\"]",
+                "report_hosts entry",
+            ),
+            (
+                "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\nmoney_from = \"reports\"",
+                "provider = \"adyen\" sources only",
+            ),
         ] {
             let error = format!("{:#}", Config::from_toml(text).expect_err(text));
             assert!(error.contains(reason), "{text}: {error}");

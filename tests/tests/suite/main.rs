@@ -1,5 +1,6 @@
 //! settle's integration suite: one test binary, modules by area.
 
+mod adyen;
 mod cli;
 mod conformance;
 mod dashboard;

@@ -7,34 +7,30 @@ use std::collections::HashSet;
 use ledger::job::ProviderError;
 use ledger::movement::{MovementEntry, Resolved};
 use ledger::posting::{self, Accounts};
-use ledger::stripe::{self, BalanceTransaction, StripeTrigger, Trigger};
+use ledger::stripe::{self, BalanceTransaction, StripeTrigger};
 use ledger::{PayoutId, PostError, PostingRules, SourceName};
 use serde_json::Value;
 
 use super::ProviderApis;
 use super::stripe::StripeApi;
 
-/// Fetches what `trigger` names and drafts an entry for each movement.
+/// Fetches what a Stripe `trigger` names and drafts an entry for each movement.
 pub(crate) async fn resolve(
     apis: &ProviderApis,
     rules: &PostingRules,
     source: &SourceName,
-    trigger: &Trigger,
+    trigger: &StripeTrigger,
 ) -> Result<Resolved, PostError> {
-    match trigger {
-        Trigger::Stripe(trigger) => {
-            let api = apis
-                .stripe(source)
-                .ok_or_else(|| ProviderError::NotConfigured(source.to_string()))?;
-            let transactions = fetch(api, trigger).await?;
-            Ok(draft(
-                source,
-                &rules.accounts(source),
-                trigger,
-                &transactions,
-            )?)
-        }
-    }
+    let api = apis
+        .stripe(source)
+        .ok_or_else(|| ProviderError::NotConfigured(source.to_string()))?;
+    let transactions = fetch(api, trigger).await?;
+    Ok(draft(
+        source,
+        &rules.accounts(source),
+        trigger,
+        &transactions,
+    )?)
 }
 
 /// Every balance transaction the trigger names, each once, in the order named: those named by
@@ -149,7 +145,11 @@ fn draft(
         .map(PayoutId::parse)
         .transpose()
         .map_err(|e| ProviderError::Facts(e.to_string()))?;
-    Ok(Resolved { entries, payout })
+    Ok(Resolved {
+        entries,
+        payout,
+        partial: false,
+    })
 }
 
 #[cfg(test)]

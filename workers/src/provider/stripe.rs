@@ -353,7 +353,7 @@ impl StripeApi {
 }
 
 /// What an unsuccessful status means for the job.
-fn classify(
+pub(super) fn classify(
     status: StatusCode,
     endpoint: &str,
     message: String,
@@ -403,7 +403,7 @@ fn should_retry(headers: &reqwest::header::HeaderMap) -> Option<bool> {
 }
 
 /// `Retry-After` in seconds (Stripe sends whole seconds), capped at five minutes.
-fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+pub(super) fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<u64> {
     let secs: u64 = headers
         .get(reqwest::header::RETRY_AFTER)?
         .to_str()
@@ -416,7 +416,7 @@ fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<u64> {
 
 /// A network error's text without its URL (which carries ids, and never the key, but keeps the
 /// logs short).
-fn without_url(error: reqwest::Error) -> String {
+pub(super) fn without_url(error: reqwest::Error) -> String {
     let mut text = error.without_url().to_string();
     text.truncate(200);
     text

@@ -1,0 +1,646 @@
+//! Adyen's money, in Adyen's words. Notifications carry the presentment amount, no fees, no
+//! settlement currency and no payout; the **settlement details report** of a batch
+//! (`settlement_detail_report_batch_N.csv`, announced by a `REPORT_AVAILABLE` notification whose
+//! `pspReference` is the file name and `reason` the download URL) carries one line per money
+//! movement of the batch, with its fees, in the currency Adyen settles in. What the notification
+//! names is kept as the event's facts ([`AdyenReportTrigger`]); the job downloads the report and
+//! posts each line as one entry ([`ReportLine::movement`]), keyed by the batch and the line's
+//! identity, so a report fetched twice, or announced twice, posts each line once.
+//!
+//! The report is read by column name (Adyen lets an account add columns and reorder them), as
+//! Adyen documents it: amounts are positive, in major units, and their side is the column they
+//! are in (`Gross Debit (GC)` / `Gross Credit (GC)`, `Net Debit (NC)` / `Net Credit (NC)`); the
+//! fees (`Commission`, `Markup`, `Scheme Fees`, `Interchange`) are in the net currency, and a
+//! line adds up when its net is its gross in the net currency less its fees.
+
+use std::collections::HashMap;
+use std::io::Read;
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::event::Kind;
+use crate::fingerprint::Fingerprint;
+use crate::ids::{MovementId, PayoutId, Reference, SourceName};
+use crate::money::{Amount, Currency};
+use crate::movement::{Counter, Fee, FeeType, Movement, MovementParts};
+
+/// What a `REPORT_AVAILABLE` notification for a settlement details report names, kept as its
+/// event's facts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdyenReportTrigger {
+    /// The report's file name (the notification's `pspReference`).
+    pub file: String,
+    /// Where Adyen says it can be downloaded (the notification's `reason`; not covered by the
+    /// notification's HMAC, so its host is checked against the source's `report_hosts`).
+    pub url: String,
+    /// `merchantAccountCode`.
+    pub merchant_account: String,
+}
+
+impl AdyenReportTrigger {
+    /// Whether a report file name is a settlement details report's (other reports are
+    /// acknowledged and not recorded).
+    pub fn is_settlement_details(file: &str) -> bool {
+        file.starts_with("settlement_detail_report") && file.ends_with(".csv")
+    }
+
+    /// SHA-256 over the trigger in canonical JSON: a redelivery names the same things.
+    pub fn fingerprint(&self) -> Fingerprint {
+        Fingerprint::of_trigger(
+            "adyen_report",
+            &serde_json::to_value(self).unwrap_or(Value::Null),
+        )
+    }
+}
+
+/// Why a report cannot be posted. Every one is the report's own (permanent): nothing of it is
+/// posted, and a person decides.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    #[error("the report's header lacks the column {0:?}")]
+    MissingColumn(&'static str),
+    #[error("the report cannot be read as CSV: {0}")]
+    Csv(String),
+    #[error("line {line}: {detail}")]
+    Line { line: u64, detail: String },
+    #[error("line {line}: record type {record_type:?} is not one settle knows how to post")]
+    UnknownType { line: u64, record_type: String },
+    #[error("line {line} is of batch {found}, the report's other lines of batch {expected}")]
+    MixedBatches {
+        line: u64,
+        expected: String,
+        found: String,
+    },
+    #[error("the report has no lines")]
+    Empty,
+}
+
+/// The columns settle reads; any others are ignored.
+const COLUMNS: [&str; 18] = [
+    "Merchant Account",
+    "Psp Reference",
+    "Merchant Reference",
+    "Creation Date",
+    "TimeZone",
+    "Type",
+    "Modification Reference",
+    "Gross Currency",
+    "Gross Debit (GC)",
+    "Gross Credit (GC)",
+    "Exchange Rate",
+    "Net Currency",
+    "Net Debit (NC)",
+    "Net Credit (NC)",
+    "Commission (NC)",
+    "Markup (NC)",
+    "Scheme Fees (NC)",
+    "Interchange (NC)",
+];
+const BATCH: &str = "Batch Number";
+
+/// The fee columns, with the fee type each is posted as (`fees:{source}:{type}`).
+const FEES: [(&str, &str); 4] = [
+    ("Commission (NC)", "commission"),
+    ("Markup (NC)", "markup"),
+    ("Scheme Fees (NC)", "scheme_fees"),
+    ("Interchange (NC)", "interchange"),
+];
+
+/// How a record type is posted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Posting {
+    /// A payment line: gross in the gross currency, fees, net; the gross against `counter`.
+    Gross(Kind, Counter),
+    /// A line with only a net amount, against `counter`.
+    Net(Kind, Counter),
+    /// A line with only a net amount that is a cost (or its refund): a fee of this type.
+    Cost(&'static str),
+    /// The batch's payout to the merchant's bank.
+    Payout,
+}
+
+/// The record types settle posts, and how. Any other type refuses the report (never skipped).
+fn posting_of(record_type: &str) -> Option<Posting> {
+    use Counter::*;
+    Some(match record_type {
+        "Settled" => Posting::Gross(Kind::ChargeSettled, Sales),
+        "Refunded" => Posting::Gross(Kind::RefundSettled, Refunds),
+        "RefundedReversed" => Posting::Gross(Kind::Adjustment, Refunds),
+        "Chargeback" | "SecondChargeback" => Posting::Gross(Kind::Chargeback, Disputes),
+        "ChargebackReversed" => Posting::Gross(Kind::ChargebackReversed, Disputes),
+        "Fee" => Posting::Cost("transaction_fees"),
+        "MiscCosts" => Posting::Cost("misc_costs"),
+        "PaymentCost" => Posting::Cost("payment_cost"),
+        "InvoiceDeduction" => Posting::Cost("invoice_deduction"),
+        "AuthorisationSchemeFee" => Posting::Cost("authorisation_scheme_fee"),
+        "DepositCorrection" | "ManualCorrected" | "MatchedStatement" | "Balancetransfer" => {
+            Posting::Net(Kind::Adjustment, Adjustments)
+        }
+        "BankInstructionReturned" => Posting::Net(Kind::Adjustment, Bank),
+        "MerchantPayout" => Posting::Payout,
+        _ => return None,
+    })
+}
+
+/// A report being read: its columns found by name in the header.
+#[derive(Debug)]
+pub struct Report<R: Read> {
+    reader: csv::Reader<R>,
+    columns: HashMap<&'static str, usize>,
+    batch: Option<usize>,
+    line: u64,
+    /// How many times each line identity has been seen so far.
+    seen: HashMap<String, u32>,
+    batch_number: Option<String>,
+}
+
+impl<R: Read> Report<R> {
+    /// Reads the header; a missing column refuses the report.
+    pub fn new(input: R) -> Result<Self, ReportError> {
+        let mut reader = csv::ReaderBuilder::new()
+            .flexible(true)
+            .trim(csv::Trim::None)
+            .from_reader(input);
+        let header = reader
+            .headers()
+            .map_err(|e| ReportError::Csv(e.to_string()))?
+            .clone();
+        let find = |name: &str| {
+            header
+                .iter()
+                .position(|h| h.trim_start_matches('\u{feff}').trim() == name)
+        };
+        let mut columns = HashMap::with_capacity(COLUMNS.len());
+        for name in COLUMNS {
+            columns.insert(name, find(name).ok_or(ReportError::MissingColumn(name))?);
+        }
+        Ok(Self {
+            reader,
+            columns,
+            batch: find(BATCH),
+            line: 1,
+            seen: HashMap::new(),
+            batch_number: None,
+        })
+    }
+
+    /// The next line, or `None` at the end.
+    pub fn next_line(&mut self) -> Option<Result<ReportLine, ReportError>> {
+        let mut record = csv::StringRecord::new();
+        match self.reader.read_record(&mut record) {
+            Ok(false) => return None,
+            Ok(true) => {}
+            Err(e) => return Some(Err(ReportError::Csv(e.to_string()))),
+        }
+        self.line += 1;
+        let line = self.line;
+        let get = |name: &str| {
+            self.columns
+                .get(name)
+                .and_then(|&i| record.get(i))
+                .unwrap_or("")
+                .trim()
+                .to_owned()
+        };
+        let batch = self
+            .batch
+            .and_then(|i| record.get(i))
+            .unwrap_or("")
+            .trim()
+            .to_owned();
+        if !batch.is_empty() {
+            match &self.batch_number {
+                Some(expected) if *expected != batch => {
+                    return Some(Err(ReportError::MixedBatches {
+                        line,
+                        expected: expected.clone(),
+                        found: batch,
+                    }));
+                }
+                Some(_) => {}
+                None => self.batch_number = Some(batch.clone()),
+            }
+        }
+        let fields: HashMap<&'static str, String> =
+            COLUMNS.iter().map(|&name| (name, get(name))).collect();
+        let identity = format!(
+            "{}/{}/{}",
+            fields["Type"], fields["Psp Reference"], fields["Modification Reference"]
+        );
+        let seen = self.seen.entry(identity.clone()).or_insert(0);
+        *seen += 1;
+        let identity = match *seen {
+            1 => identity,
+            n => format!("{identity}#{n}"),
+        };
+        Some(Ok(ReportLine {
+            line,
+            identity,
+            fields,
+        }))
+    }
+
+    /// The batch number the lines read so far carry, if any did.
+    pub fn batch_number(&self) -> Option<&str> {
+        self.batch_number.as_deref()
+    }
+}
+
+/// One line of a report, as read.
+#[derive(Clone, Debug)]
+pub struct ReportLine {
+    /// Its line number in the file (the header is line 1).
+    pub line: u64,
+    /// What identifies it within its batch: type, payment and modification references, and
+    /// which occurrence of those it is.
+    pub identity: String,
+    fields: HashMap<&'static str, String>,
+}
+
+/// Which batch a report's lines belong to: Adyen's `Batch Number` column, else the number in
+/// the file name (`..._batch_N.csv`), else the file name.
+pub fn batch_of(file: &str, column: Option<&str>) -> String {
+    if let Some(batch) = column.filter(|b| !b.is_empty()) {
+        return batch.to_owned();
+    }
+    file.strip_suffix(".csv")
+        .and_then(|stem| stem.rsplit_once("_batch_"))
+        .map(|(_, n)| n.to_owned())
+        .unwrap_or_else(|| file.to_owned())
+}
+
+/// The payout a batch's `MerchantPayout` pays and every line of the batch is tied to.
+pub fn batch_payout(merchant_account: &str, batch: &str) -> Result<PayoutId, String> {
+    PayoutId::parse(&format!("{merchant_account}:batch:{batch}")).map_err(|e| e.to_string())
+}
+
+impl ReportLine {
+    fn field(&self, name: &'static str) -> &str {
+        self.fields.get(name).map_or("", String::as_str)
+    }
+
+    fn error(&self, detail: impl Into<String>) -> ReportError {
+        ReportError::Line {
+            line: self.line,
+            detail: detail.into(),
+        }
+    }
+
+    fn currency(&self, column: &'static str) -> Result<Currency, ReportError> {
+        Currency::parse(self.field(column)).map_err(|e| self.error(format!("{column}: {e}")))
+    }
+
+    /// An amount column: empty is `None`; Adyen writes `.11` for `0.11` and `7.5` for `7.50`.
+    fn amount(
+        &self,
+        column: &'static str,
+        currency: Currency,
+    ) -> Result<Option<Amount>, ReportError> {
+        let text = self.field(column);
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let text = match text.strip_prefix('.') {
+            Some(rest) => format!("0.{rest}"),
+            None => text.to_owned(),
+        };
+        let amount =
+            Amount::parse(&text, currency).map_err(|e| self.error(format!("{column}: {e}")))?;
+        if amount.is_negative() {
+            return Err(self.error(format!("{column} is negative (sides are columns)")));
+        }
+        Ok(Some(amount))
+    }
+
+    /// Credit less debit: what the line adds to the Adyen balance (or the gross, on its side).
+    fn signed(
+        &self,
+        debit: &'static str,
+        credit: &'static str,
+        currency: Currency,
+    ) -> Result<Option<Amount>, ReportError> {
+        match (
+            self.amount(debit, currency)?,
+            self.amount(credit, currency)?,
+        ) {
+            (None, None) => Ok(None),
+            (Some(debit), None) => Ok(Some(debit.negated())),
+            (None, Some(credit)) => Ok(Some(credit)),
+            (Some(_), Some(_)) => Err(self.error(format!("both {debit} and {credit} are filled"))),
+        }
+    }
+
+    /// When it happened: `Creation Date` (`YYYY-MM-DD HH:MM:SS`) in the account's `TimeZone`
+    /// (an abbreviation; one settle does not know is read as UTC, and kept in the details).
+    fn occurred_at(&self) -> Result<DateTime<Utc>, ReportError> {
+        let local = NaiveDateTime::parse_from_str(self.field("Creation Date"), "%Y-%m-%d %H:%M:%S")
+            .map_err(|_| self.error("Creation Date is not YYYY-MM-DD HH:MM:SS"))?;
+        let offset_hours = zone_offset_hours(self.field("TimeZone")).unwrap_or(0);
+        Ok(local.and_utc() - chrono::Duration::hours(offset_hours))
+    }
+
+    /// Checks the line adds up and makes it a movement of `source`'s batch `batch`, in the net
+    /// currency: a payment line's gross (converted to the net currency, as Adyen did) against its
+    /// counter account, its fees by type, its net to the Adyen balance.
+    pub fn movement(
+        &self,
+        source: &SourceName,
+        batch: &str,
+        payout: &PayoutId,
+    ) -> Result<Movement, ReportError> {
+        let record_type = self.field("Type");
+        let posting = posting_of(record_type).ok_or_else(|| ReportError::UnknownType {
+            line: self.line,
+            record_type: record_type.to_owned(),
+        })?;
+        let net_currency = self.currency("Net Currency")?;
+        let net = self
+            .signed("Net Debit (NC)", "Net Credit (NC)", net_currency)?
+            .ok_or_else(|| self.error("neither Net Debit (NC) nor Net Credit (NC) is filled"))?;
+        let mut fees = Vec::new();
+        let mut fee = Amount::zero(net_currency);
+        for (column, fee_type) in FEES {
+            if let Some(amount) = self.amount(column, net_currency)?
+                && !amount.is_zero()
+            {
+                // A cost on a credit line, a cost returned on a debit line: fees are signed as
+                // the money they take from the balance.
+                fee = fee
+                    .checked_add(amount)
+                    .ok_or_else(|| self.error("fees overflow"))?;
+                fees.push(Fee {
+                    fee_type: FeeType::parse(fee_type).expect("a fixed fee type"),
+                    amount,
+                });
+            }
+        }
+        let mut gross_text = Value::Null;
+        let (kind, counter, amount, payout_id) = match posting {
+            Posting::Gross(kind, counter) => {
+                let gross_currency = self.currency("Gross Currency")?;
+                let gross = self
+                    .signed("Gross Debit (GC)", "Gross Credit (GC)", gross_currency)?
+                    .ok_or_else(|| self.error("neither gross column is filled"))?;
+                // The gross in the net currency, as Adyen converted it: net plus fees.
+                let converted = net
+                    .checked_add(fee)
+                    .ok_or_else(|| self.error("amounts overflow"))?;
+                self.check_conversion((gross, gross_currency), (converted, net_currency))?;
+                gross_text =
+                    json!({"currency": gross_currency.code(), "amount": gross.to_string()});
+                (kind, counter, converted, None)
+            }
+            Posting::Net(kind, counter) => {
+                if !fees.is_empty() {
+                    return Err(self.error(format!("a {record_type} line carries fees")));
+                }
+                (kind, counter, net, None)
+            }
+            Posting::Cost(fee_type) => {
+                if !fees.is_empty() {
+                    return Err(self.error(format!("a {record_type} line carries fees")));
+                }
+                // All of it is the cost: no gross, the fee is what leaves the balance.
+                fee = net.negated();
+                fees.push(Fee {
+                    fee_type: FeeType::parse(fee_type).expect("a fixed fee type"),
+                    amount: fee,
+                });
+                (Kind::Fee, Counter::Fees, Amount::zero(net_currency), None)
+            }
+            Posting::Payout => {
+                if !net.is_negative() || !fees.is_empty() {
+                    return Err(
+                        self.error("a MerchantPayout line must be a Net Debit, without fees")
+                    );
+                }
+                (Kind::PayoutPaid, Counter::Bank, net, Some(payout.clone()))
+            }
+        };
+        let reference = [
+            self.field("Merchant Reference"),
+            self.field("Psp Reference"),
+        ]
+        .into_iter()
+        .find(|r| !r.is_empty())
+        .map(Reference::parse)
+        .transpose()
+        .map_err(|e| self.error(e.to_string()))?;
+        let id_text = [
+            self.field("Modification Reference"),
+            self.field("Psp Reference"),
+        ]
+        .into_iter()
+        .find(|r| !r.is_empty())
+        .unwrap_or(record_type);
+        let id = MovementId::parse(id_text).map_err(|e| self.error(e.to_string()))?;
+        let merchant = self.field("Merchant Account");
+        let details = json!({
+            "provider": "adyen",
+            "record_type": record_type,
+            "batch": batch,
+            "merchant_account": merchant,
+            "psp_reference": self.field("Psp Reference"),
+            "modification_reference": self.field("Modification Reference"),
+            "currency": net_currency.code(),
+            "net": net.to_string(),
+            "gross": gross_text,
+            "exchange_rate": self.field("Exchange Rate"),
+            "time_zone": self.field("TimeZone"),
+            "line": self.line,
+        });
+        Movement::new(MovementParts {
+            source_key: format!("{source}/settlement/{merchant}/{batch}/{}", self.identity),
+            id,
+            kind,
+            counter,
+            currency: net_currency,
+            amount,
+            fee,
+            fees,
+            net,
+            occurred_at: self.occurred_at()?,
+            payout_id,
+            reference,
+            details,
+            provider_category: format!("adyen:{record_type}"),
+            legacy_source_key: None,
+        })
+        .map_err(|e| self.error(e.to_string()))
+    }
+
+    /// The gross (gross currency) and what Adyen converted it to (net currency: net plus fees)
+    /// agree: equal in one currency, else within one minor unit of the gross at the line's
+    /// exchange rate.
+    fn check_conversion(
+        &self,
+        (gross, gross_currency): (Amount, Currency),
+        (converted, net_currency): (Amount, Currency),
+    ) -> Result<(), ReportError> {
+        if gross_currency == net_currency {
+            if gross != converted {
+                return Err(self.error(format!(
+                    "net plus fees {converted} is not the gross {gross}"
+                )));
+            }
+            return Ok(());
+        }
+        let rate: Decimal = self
+            .field("Exchange Rate")
+            .parse()
+            .map_err(|_| self.error("Exchange Rate is not a number"))?;
+        let exponent = net_currency.exponent();
+        let expected = (gross.decimal() * rate).round_dp(exponent);
+        if (expected - converted.decimal()).abs() > Decimal::new(1, exponent) {
+            return Err(self.error(format!(
+                "net plus fees {converted} {net_currency} is not the gross {gross} {gross_currency} at rate {rate} ({expected})"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Hours east of UTC of the zone abbreviations Adyen accounts are set to; `None` for others.
+fn zone_offset_hours(abbreviation: &str) -> Option<i64> {
+    Some(match abbreviation {
+        "UTC" | "GMT" | "WET" => 0,
+        "BST" | "CET" | "WEST" => 1,
+        "CEST" | "EET" => 2,
+        "EEST" | "MSK" => 3,
+        "GST" => 4,
+        "SGT" | "HKT" | "AWST" => 8,
+        "JST" | "KST" => 9,
+        "AEST" => 10,
+        "AEDT" => 11,
+        "BRT" => -3,
+        "EDT" => -4,
+        "EST" | "CDT" => -5,
+        "CST" | "MDT" => -6,
+        "MST" | "PDT" => -7,
+        "PST" => -8,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "Company Account,Merchant Account,Psp Reference,Merchant Reference,Payment Method,Creation Date,TimeZone,Type,Modification Reference,Gross Currency,Gross Debit (GC),Gross Credit (GC),Exchange Rate,Net Currency,Net Debit (NC),Net Credit (NC),Commission (NC),Markup (NC),Scheme Fees (NC),Interchange (NC),Payment Method Variant,Modification Merchant Reference,Batch Number,Reserved4,Reserved5,Reserved6,Reserved7,Reserved8,Reserved9,Reserved10";
+
+    fn movements(csv: &str) -> Result<Vec<Movement>, ReportError> {
+        let source = SourceName::parse("adyen").expect("source");
+        let mut report = Report::new(csv.as_bytes())?;
+        let mut lines = Vec::new();
+        while let Some(line) = report.next_line() {
+            lines.push(line?);
+        }
+        let batch = batch_of(
+            "settlement_detail_report_batch_3.csv",
+            report.batch_number(),
+        );
+        let payout = batch_payout("TestMerchant", &batch).expect("payout");
+        lines
+            .iter()
+            .map(|line| line.movement(&source, &batch, &payout))
+            .collect()
+    }
+
+    /// Adyen's own sample lines (docs.adyen.com, "Settlement details report", sample data).
+    #[test]
+    fn adyens_sample_lines_add_up() {
+        let csv = format!(
+            "{HEADER}\nTestCompany,TestMerchant,1813702551707653,3vpzf7,visa,2013-06-03 11:26:49,CET,Settled,1713702551795048,GBP,,5.00,1,GBP,,4.88,,0.04,0.01,0.07,visaclassic,,,,,,,,,\nTestCompany,TestMerchant,1313642467023511,324959451,visa,2013-03-26 22:37:26,CET,Chargeback,2313642467170922,EUR,349.99,,1,EUR,357.49,,7.5,,,,visaclassic,,,,,,,,,\n"
+        );
+        let got = movements(&csv).expect("valid");
+        assert_eq!(got[0].net().to_string(), "4.88");
+        assert_eq!(got[0].amount().to_string(), "5.00");
+        assert_eq!(got[0].fee().to_string(), "0.12");
+        assert_eq!(got[0].kind(), Kind::ChargeSettled);
+        assert_eq!(got[1].net().to_string(), "-357.49");
+        assert_eq!(got[1].amount().to_string(), "-349.99");
+        assert_eq!(got[1].kind(), Kind::Chargeback);
+        assert_eq!(
+            got[0].source_key(),
+            "adyen/settlement/TestMerchant/3/Settled/1813702551707653/1713702551795048"
+        );
+        // 11:26:49 CET is 10:26:49 UTC.
+        assert_eq!(
+            got[0].occurred_at().to_rfc3339(),
+            "2013-06-03T10:26:49+00:00"
+        );
+    }
+
+    #[test]
+    fn a_line_that_does_not_add_up_an_unknown_type_or_currency_refuses_the_report() {
+        let line = |rest: &str| format!("{HEADER}\nC,M,1,r,visa,2026-11-30 10:00:00,CET,{rest}");
+        let bad_net = line("Settled,2,EUR,,10.00,1,EUR,,9.00,0.50,,,,v,,7,,,,,,,");
+        assert!(matches!(
+            movements(&bad_net),
+            Err(ReportError::Line { line: 2, .. })
+        ));
+        let unknown = line("Mystery,2,EUR,,10.00,1,EUR,,10.00,,,,,v,,7,,,,,,,");
+        assert!(matches!(
+            movements(&unknown),
+            Err(ReportError::UnknownType { .. })
+        ));
+        let currency = line("Settled,2,EUR,,10.00,1,XXQ,,10.00,,,,,v,,7,,,,,,,");
+        assert!(matches!(
+            movements(&currency),
+            Err(ReportError::Line { .. })
+        ));
+        let header = "Company Account,Merchant Account\nC,M\n";
+        assert_eq!(
+            movements(header).err(),
+            Some(ReportError::MissingColumn("Psp Reference"))
+        );
+    }
+
+    #[test]
+    fn another_gross_currency_converts_within_a_minor_unit() {
+        // EUR 5.35 at 1.0656568 is USD 5.70; less 0.27 commission, 5.43 net.
+        let csv = format!(
+            "{HEADER}\nC,M,9,r,ideal,2026-11-30 10:00:00,PST,Settled,8,EUR,,5.35,1.0656568,USD,,5.43,0.27,,,,ideal,,4,,,,,,,\n"
+        );
+        let got = movements(&csv).expect("valid");
+        assert_eq!(got[0].currency().code(), "USD");
+        assert_eq!(got[0].amount().to_string(), "5.70");
+        let off = csv.replace(",5.43,", ",5.33,");
+        assert!(movements(&off).is_err());
+    }
+
+    #[test]
+    fn net_only_lines_fees_and_the_payout() {
+        let csv = format!(
+            "{HEADER}\nW,M,,,,2016-02-15 21:29:37,PST,Fee,Transaction Fees February  2016,EUR,,,,USD,1.80,,,,,,,,3,,,,,,,\nW,M,,,,2016-02-15 21:29:37,PST,MerchantPayout,\"TX3488899933XT batch 3, M batch 3, M\",EUR,,,,USD,4.03,,,,,,,,3,,,,,,,\n"
+        );
+        let got = movements(&csv).expect("valid");
+        assert_eq!(
+            (got[0].kind(), got[0].net().to_string()),
+            (Kind::Fee, "-1.80".to_owned())
+        );
+        assert_eq!(got[0].fees()[0].fee_type.as_str(), "transaction_fees");
+        assert_eq!(got[1].kind(), Kind::PayoutPaid);
+        assert_eq!(
+            got[1].payout_id().map(PayoutId::as_str),
+            Some("TestMerchant:batch:3")
+        );
+        let mixed = csv.replace(",3,,,,,,,\nW", ",4,,,,,,,\nW");
+        assert!(matches!(
+            movements(&mixed),
+            Err(ReportError::MixedBatches { .. })
+        ));
+    }
+
+    #[test]
+    fn repeated_identities_are_numbered_and_columns_are_found_by_name() {
+        let reordered = "Type,Net Currency,Net Debit (NC),Net Credit (NC),Merchant Account,Psp Reference,Merchant Reference,Creation Date,TimeZone,Modification Reference,Gross Currency,Gross Debit (GC),Gross Credit (GC),Exchange Rate,Commission (NC),Markup (NC),Scheme Fees (NC),Interchange (NC)\nMiscCosts,EUR,1.00,,M,,,2026-11-30 10:00:00,UTC,Cost,,,,,,,,\nMiscCosts,EUR,1.00,,M,,,2026-11-30 10:00:00,UTC,Cost,,,,,,,,\n";
+        let got = movements(reordered).expect("valid");
+        assert_ne!(got[0].source_key(), got[1].source_key());
+        assert!(got[1].source_key().ends_with("#2"));
+    }
+}

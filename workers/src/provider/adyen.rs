@@ -1,0 +1,223 @@
+//! Adyen's settlement details reports: downloaded from the URL a `REPORT_AVAILABLE` notification
+//! names, only from the source's allowed hosts (the URL is outside the notification's HMAC), with
+//! a report user's basic auth or an API key, streamed to a temporary file under a size and a time
+//! limit, then read twice from it: once to check every line, once to post it in chunks.
+
+use std::fmt;
+use std::io::Write;
+use std::time::Duration;
+
+use ledger::SourceName;
+use ledger::job::ProviderError;
+use reqwest::Url;
+
+use super::stripe::{classify, retry_after_ms, without_url};
+
+/// How a report download authenticates.
+#[derive(Clone)]
+pub enum ReportAuth {
+    /// A report user (`report@Company.<account>`) and its password.
+    Basic { user: String, password: String },
+    /// `X-API-Key`.
+    ApiKey(String),
+}
+
+impl fmt::Debug for ReportAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReportAuth::Basic { user, .. } => write!(f, "Basic({user}, ****)"),
+            ReportAuth::ApiKey(_) => f.write_str("ApiKey(****)"),
+        }
+    }
+}
+
+/// A host reports may be downloaded from: `https://host[:port]` (or `http://` where listed so).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportHost {
+    scheme: String,
+    host: String,
+    port: Option<u16>,
+}
+
+impl ReportHost {
+    /// `host[:port]` (https) or `scheme://host[:port]`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let with_scheme = if text.contains("://") {
+            text.to_owned()
+        } else {
+            format!("https://{text}")
+        };
+        let url = Url::parse(&with_scheme).ok()?;
+        let bare = url.path() == "/" && url.query().is_none() && url.username().is_empty();
+        if !(matches!(url.scheme(), "http" | "https") && bare) {
+            return None;
+        }
+        Some(Self {
+            scheme: url.scheme().to_owned(),
+            host: url.host_str()?.to_ascii_lowercase(),
+            port: url.port_or_known_default(),
+        })
+    }
+
+    fn allows(&self, url: &Url) -> bool {
+        url.scheme() == self.scheme
+            && url.host_str().map(str::to_ascii_lowercase).as_deref() == Some(self.host.as_str())
+            && url.port_or_known_default() == self.port
+    }
+}
+
+/// One Adyen source's report downloads.
+#[derive(Clone, Debug)]
+pub struct AdyenReportSettings {
+    pub source: SourceName,
+    pub auth: ReportAuth,
+    pub hosts: Vec<ReportHost>,
+    pub bytes_max: u64,
+    pub timeout_ms: u64,
+}
+
+/// The hosts Adyen serves reports from.
+pub const ADYEN_REPORT_HOSTS: [&str; 2] = ["ca-live.adyen.com", "ca-test.adyen.com"];
+
+#[derive(Debug)]
+pub struct AdyenReports {
+    http: reqwest::Client,
+    settings: AdyenReportSettings,
+}
+
+impl AdyenReports {
+    pub fn new(settings: AdyenReportSettings) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(settings.timeout_ms.min(10_000)))
+            .timeout(Duration::from_millis(settings.timeout_ms))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("settle/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self { http, settings })
+    }
+
+    /// Downloads the report at `url` into a temporary file (removed when dropped). A host not
+    /// allowed is refused before any request; an answer over the size limit, cut short, or not
+    /// finished in time fails without keeping anything.
+    pub async fn download(&self, url: &str) -> Result<tempfile::NamedTempFile, ProviderError> {
+        let url = Url::parse(url)
+            .map_err(|_| ProviderError::Response("the report URL cannot be read".into()))?;
+        if !self.settings.hosts.iter().any(|host| host.allows(&url)) {
+            return Err(ProviderError::Facts(format!(
+                "the report URL's host {} is not one of source {}'s report_hosts",
+                url.host_str().unwrap_or("(none)"),
+                self.settings.source
+            )));
+        }
+        let request = match &self.settings.auth {
+            ReportAuth::Basic { user, password } => {
+                self.http.get(url).basic_auth(user, Some(password))
+            }
+            ReportAuth::ApiKey(key) => self.http.get(url).header("X-API-Key", key),
+        };
+        let source = self.settings.source.to_string();
+        let outcome = self.fetch(request).await;
+        let status = match &outcome {
+            Ok(_) => "200".to_owned(),
+            Err((status, _)) => status.clone(),
+        };
+        metrics::counter!("settle_provider_requests_total", "provider" => "adyen", "source" => source.clone(), "endpoint" => "report", "status" => status)
+            .increment(1);
+        outcome.map_err(|(_, error)| {
+            if matches!(error, ProviderError::Auth { .. }) {
+                metrics::counter!("settle_provider_auth_failures_total", "source" => source)
+                    .increment(1);
+            }
+            error
+        })
+    }
+
+    async fn fetch(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<tempfile::NamedTempFile, (String, ProviderError)> {
+        let network = |error: reqwest::Error| {
+            let label = if error.is_timeout() {
+                "timeout"
+            } else {
+                "network"
+            };
+            (
+                label.to_owned(),
+                ProviderError::Unavailable {
+                    detail: format!("report: {label}: {}", without_url(error)),
+                    retry_after_ms: None,
+                },
+            )
+        };
+        let mut response = request.send().await.map_err(network)?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after_ms(response.headers());
+            return Err((
+                status.as_u16().to_string(),
+                classify(
+                    status,
+                    "report",
+                    "report download refused".into(),
+                    retry_after,
+                ),
+            ));
+        }
+        let bytes_max = self.settings.bytes_max;
+        if response.content_length().is_some_and(|n| n > bytes_max) {
+            return Err(too_large(status, bytes_max));
+        }
+        let local = |error: std::io::Error| {
+            (
+                "local".to_owned(),
+                ProviderError::Unavailable {
+                    detail: format!("report: cannot write the temporary file: {error}"),
+                    retry_after_ms: None,
+                },
+            )
+        };
+        let mut file = tempfile::NamedTempFile::new().map_err(local)?;
+        let mut written = 0u64;
+        while let Some(chunk) = response.chunk().await.map_err(network)? {
+            written += chunk.len() as u64;
+            if written > bytes_max {
+                return Err(too_large(status, bytes_max));
+            }
+            file.write_all(&chunk).map_err(local)?;
+        }
+        file.flush().map_err(local)?;
+        Ok(file)
+    }
+}
+
+fn too_large(status: reqwest::StatusCode, bytes_max: u64) -> (String, ProviderError) {
+    (
+        status.as_u16().to_string(),
+        ProviderError::Response(format!(
+            "the report is over report_bytes_max ({bytes_max} bytes)"
+        )),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_listed_hosts_schemes_and_ports_are_allowed() {
+        let adyen = ReportHost::parse("ca-live.adyen.com").expect("host");
+        let local = ReportHost::parse("http://127.0.0.1:8099").expect("host");
+        let url = |text: &str| Url::parse(text).expect("url");
+        assert!(adyen.allows(&url(
+            "https://ca-live.adyen.com/reports/download/MerchantAccount/M/settlement_detail_report_batch_4.csv"
+        )));
+        assert!(!adyen.allows(&url("http://ca-live.adyen.com/r.csv")));
+        assert!(!adyen.allows(&url("https://ca-live.adyen.com.evil.example/r.csv")));
+        assert!(!adyen.allows(&url("https://ca-live.adyen.com:8443/r.csv")));
+        assert!(local.allows(&url("http://127.0.0.1:8099/r.csv")));
+        assert!(!local.allows(&url("http://127.0.0.1:8098/r.csv")));
+        assert_eq!(ReportHost::parse("https://ca-live.adyen.com/path"), None);
+        assert_eq!(ReportHost::parse("ftp://ca-live.adyen.com"), None);
+    }
+}

@@ -1,0 +1,158 @@
+//! Posting an Adyen settlement details report: downloaded whole to a temporary file, read once
+//! to check every line (a report that does not parse or add up posts nothing), then read again
+//! and posted in chunks of [`CHUNK_LINES`] lines, each chunk in its own transaction, each line
+//! by its key. The event is marked posted with the last chunk; a run that stops half way is run
+//! again and finds the lines it posted already posted (with the same facts), so a report never
+//! holds the database for longer than a chunk, nor the worker's memory for more than one.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::PathBuf;
+
+use ledger::adyen::{AdyenReportTrigger, Report, ReportError, ReportLine, batch_of, batch_payout};
+use ledger::job::ProviderError;
+use ledger::movement::{MovementEntry, Resolved};
+use ledger::posting::{self, Accounts};
+use ledger::store::ResolvedPost;
+use ledger::{JobRef, PayoutId, PostError, PostingRules, SourceName, Store};
+
+use super::ProviderApis;
+
+/// Lines posted per transaction.
+pub const CHUNK_LINES: usize = 500;
+
+/// Downloads, checks and posts the report `trigger` names, for `job`'s attempt.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn post_report(
+    apis: &ProviderApis,
+    rules: &PostingRules,
+    store: &Store,
+    source: &SourceName,
+    trigger: &AdyenReportTrigger,
+    job: &JobRef,
+    attempt: u32,
+    lock_timeout_ms: u64,
+) -> Result<ledger::job::Posted, PostError> {
+    let reports = apis
+        .adyen_reports(source)
+        .ok_or_else(|| ProviderError::NotConfigured(source.to_string()))?;
+    let file = reports.download(&trigger.url).await?;
+    let path = file.path().to_owned();
+    // The first reading checks every line and finds the batch.
+    let checked = {
+        let (path, source, file_name, merchant) = (
+            path.clone(),
+            source.clone(),
+            trigger.file.clone(),
+            trigger.merchant_account.clone(),
+        );
+        tokio::task::spawn_blocking(move || check(&path, &source, &file_name, &merchant))
+            .await
+            .map_err(|e| ProviderError::Response(format!("checking the report: {e}")))?
+    };
+    let (batch, payout) = checked.map_err(report_error)?;
+    let accounts = rules.accounts(source);
+    let mut report = open(&path).map_err(report_error)?;
+    let (mut written, mut existing) = (0, 0);
+    let mut received_at;
+    loop {
+        let mut entries = Vec::with_capacity(CHUNK_LINES);
+        let mut end = false;
+        while entries.len() < CHUNK_LINES {
+            let Some(line) = report.next_line() else {
+                end = true;
+                break;
+            };
+            let entry = entry(
+                &line.map_err(report_error)?,
+                source,
+                &batch,
+                &payout,
+                &accounts,
+            )
+            .map_err(report_error)?;
+            entries.extend(entry);
+        }
+        let resolved = Resolved {
+            entries,
+            payout: Some(payout.clone()),
+            partial: !end,
+        };
+        let post = ResolvedPost {
+            job,
+            attempt,
+            resolved: &resolved,
+        };
+        match store.post_resolved(&post, lock_timeout_ms).await? {
+            ledger::job::Posted::Movements {
+                written: w,
+                existing: e,
+                received_at: at,
+            } => {
+                written += w;
+                existing += e;
+                received_at = at;
+            }
+            // Posted or closed by another run meanwhile: nothing more to do.
+            other => return Ok(other),
+        }
+        if end {
+            break;
+        }
+    }
+    drop(file);
+    Ok(ledger::job::Posted::Movements {
+        written,
+        existing,
+        received_at,
+    })
+}
+
+fn open(path: &PathBuf) -> Result<Report<BufReader<File>>, ReportError> {
+    let file = File::open(path).map_err(|e| ReportError::Csv(e.to_string()))?;
+    Report::new(BufReader::new(file))
+}
+
+/// Reads every line: each must parse and add up, all of one batch. Answers the batch and its
+/// payout.
+fn check(
+    path: &PathBuf,
+    source: &SourceName,
+    file_name: &str,
+    merchant: &str,
+) -> Result<(String, PayoutId), ReportError> {
+    let mut report = open(path)?;
+    let provisional = batch_payout(merchant, "0").map_err(ReportError::Csv)?;
+    let mut lines = 0u64;
+    while let Some(line) = report.next_line() {
+        line?.movement(source, "0", &provisional)?;
+        lines += 1;
+    }
+    if lines == 0 {
+        return Err(ReportError::Empty);
+    }
+    let batch = batch_of(file_name, report.batch_number());
+    let payout = batch_payout(merchant, &batch).map_err(ReportError::Csv)?;
+    Ok((batch, payout))
+}
+
+/// A line's movement and its drafted entry; a line that moves no money posts nothing.
+fn entry(
+    line: &ReportLine,
+    source: &SourceName,
+    batch: &str,
+    payout: &PayoutId,
+    accounts: &Accounts,
+) -> Result<Option<MovementEntry>, ReportError> {
+    let movement = line.movement(source, batch, payout)?;
+    if movement.is_zero() {
+        return Ok(None);
+    }
+    let draft = posting::draft_movement(&movement, accounts);
+    Ok(Some(MovementEntry { movement, draft }))
+}
+
+/// A report's own fault: permanent, nothing of it posted.
+fn report_error(error: ReportError) -> PostError {
+    ProviderError::Facts(format!("settlement details report: {error}")).into()
+}
