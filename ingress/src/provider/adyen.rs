@@ -8,8 +8,9 @@
 //!
 //! Each item is its own event, `external_id` = `eventCode:pspReference`, all recorded in one
 //! transaction. Mapped when `success` is `"true"`: CAPTURE (a settled charge, gross = net),
-//! REFUND, REFUND_FAILED (an adjustment returning the amount to the balance), CHARGEBACK,
-//! CHARGEBACK_REVERSED. A source whose money comes from its settlement details reports
+//! CAPTURE_FAILED (an adjustment taking the captured amount back from the balance), REFUND,
+//! REFUND_FAILED and REFUNDED_REVERSED (adjustments returning the amount to the balance),
+//! CHARGEBACK and SECOND_CHARGEBACK (each debits the disputed amount), CHARGEBACK_REVERSED. A source whose money comes from its settlement details reports
 //! (`MoneyFrom::Reports`) records `REPORT_AVAILABLE` for such a report instead (its `pspReference`
 //! the file name, `reason` the download URL) as what it names (`Trigger::AdyenReport`; the job
 //! downloads the report and posts it line by line), and not those codes: one money movement is
@@ -187,8 +188,12 @@ pub(crate) fn adapt(source: &Source, value: &Value) -> Result<Adapted, Unparseab
 #[derive(Clone, Copy, Debug)]
 enum Mapped {
     Capture,
+    CaptureFailed,
     Refund,
-    RefundFailed,
+    /// REFUND_FAILED, REFUNDED_REVERSED: the refunded amount is back on the balance.
+    RefundReturned,
+    /// CHARGEBACK, SECOND_CHARGEBACK: the disputed amount is taken (again, after a defence
+    /// that failed: the second chargeback follows a CHARGEBACK_REVERSED that returned it).
     Chargeback,
     ChargebackReversed,
 }
@@ -196,9 +201,10 @@ enum Mapped {
 fn mapped(event_code: &str) -> Option<Mapped> {
     Some(match event_code {
         "CAPTURE" => Mapped::Capture,
+        "CAPTURE_FAILED" => Mapped::CaptureFailed,
         "REFUND" => Mapped::Refund,
-        "REFUND_FAILED" => Mapped::RefundFailed,
-        "CHARGEBACK" => Mapped::Chargeback,
+        "REFUND_FAILED" | "REFUNDED_REVERSED" => Mapped::RefundReturned,
+        "CHARGEBACK" | "SECOND_CHARGEBACK" => Mapped::Chargeback,
         "CHARGEBACK_REVERSED" => Mapped::ChargebackReversed,
         _ => return None,
     })
@@ -235,8 +241,11 @@ fn facts(item: &Item<'_>, kind: Mapped, movement: &str) -> Result<SettlementEven
             fee: zero,
             net: amount,
         },
+        Mapped::CaptureFailed => Amounts::Adjustment {
+            amount: amount.negated(),
+        },
         Mapped::Refund => Amounts::RefundSettled { amount, fee: zero },
-        Mapped::RefundFailed => Amounts::Adjustment { amount },
+        Mapped::RefundReturned => Amounts::Adjustment { amount },
         Mapped::Chargeback => Amounts::Chargeback { amount, fee: zero },
         Mapped::ChargebackReversed => Amounts::ChargebackReversed { amount },
     };
@@ -401,7 +410,8 @@ mod tests {
         let body = json!({"notificationItems": [
             item("CAPTURE", "true", 1130, "EUR"), item("REFUND", "true", 500, "JPY"),
             item("CHARGEBACK", "false", 100, "EUR"), item("REPORT_AVAILABLE", "true", 0, "EUR"),
-            item("REFUND_FAILED", "true", 1234, "KWD")]});
+            item("REFUND_FAILED", "true", 1234, "KWD"), item("CAPTURE_FAILED", "true", 1130, "EUR"),
+            item("SECOND_CHARGEBACK", "true", 700, "EUR"), item("REFUNDED_REVERSED", "true", 500, "EUR")]});
         let value = verify(&source(), body.to_string().as_bytes()).expect("authentic");
         let Ok(Adapted::Events(events)) = adapt(&source(), &value) else {
             panic!("adapted")
@@ -435,6 +445,21 @@ mod tests {
                     "REFUND_FAILED:pspREFUND_FAILED".to_owned(),
                     Kind::Adjustment,
                     "1.234".to_owned()
+                ),
+                (
+                    "CAPTURE_FAILED:pspCAPTURE_FAILED".to_owned(),
+                    Kind::Adjustment,
+                    "-11.30".to_owned()
+                ),
+                (
+                    "SECOND_CHARGEBACK:pspSECOND_CHARGEBACK".to_owned(),
+                    Kind::Chargeback,
+                    "7.00".to_owned()
+                ),
+                (
+                    "REFUNDED_REVERSED:pspREFUNDED_REVERSED".to_owned(),
+                    Kind::Adjustment,
+                    "5.00".to_owned()
                 ),
             ]
         );

@@ -71,6 +71,44 @@ async fn adyen_records_each_item_accepts_replays_and_conflicts_and_posts_exactly
     assert!(app.failed_invariants().await.is_empty());
 }
 
+/// Booked from notifications, a failed capture takes its amount back, a lost defence (second
+/// chargeback) debits again, and a refund returned by the bank credits it back: the balance ends
+/// where the money is.
+#[tokio::test]
+async fn adyen_failed_captures_second_chargebacks_and_returned_refunds_move_the_balance() {
+    let app = spawn_app().await;
+    let items = [
+        adyen_item("CAPTURE", "psp_cap", 5000, "EUR", "true"),
+        adyen_item("CAPTURE_FAILED", "psp_cap", 5000, "EUR", "true"),
+        adyen_item("CHARGEBACK", "psp_dispute", 2000, "EUR", "true"),
+        adyen_item("CHARGEBACK_REVERSED", "psp_dispute", 2000, "EUR", "true"),
+        adyen_item("SECOND_CHARGEBACK", "psp_dispute", 2000, "EUR", "true"),
+        adyen_item("REFUND", "psp_refund", 700, "EUR", "true"),
+        adyen_item("REFUNDED_REVERSED", "psp_refund", 700, "EUR", "true"),
+    ];
+    assert_eq!(app.post_adyen(&items).await.status().as_u16(), 200);
+    app.wait_settled(30).await;
+    assert_eq!(app.count("settlement_events").await, 7);
+    assert_eq!(
+        lines(&app, "CAPTURE_FAILED:psp_cap").await,
+        ["adyen:balance EUR -50", "adjustments EUR 50"]
+    );
+    assert_eq!(
+        lines(&app, "SECOND_CHARGEBACK:psp_dispute").await,
+        ["disputes:adyen EUR 20", "adyen:balance EUR -20"]
+    );
+    let balance: String = app
+        .texts(
+            "SELECT CAST(sum(amount) AS TEXT) FROM journal_lines WHERE account = 'adyen:balance'",
+        )
+        .await
+        .remove(0);
+    let balance: rust_decimal::Decimal = balance.parse().expect("decimal");
+    // +50 -50 (capture failed), -20 +20 -20 (the dispute lost), -7 +7 (the refund returned).
+    assert_eq!(balance.normalize().to_string(), "-20");
+    assert!(app.failed_invariants().await.is_empty());
+}
+
 #[tokio::test]
 async fn an_adyen_batch_is_recorded_atomically() {
     let app = spawn_app().await;
