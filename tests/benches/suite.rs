@@ -737,17 +737,7 @@ async fn stripe_drain(latency: Duration, events: usize) -> (i64, u64, bool) {
         )
         .replace("api_request_timeout_ms = 2000", "");
     let config = scratch.write("settle.toml", &config);
-    let listen = format!("127.0.0.1:{}", free_port());
-    let ingress = spawn_settle(
-        &scratch,
-        "ingress",
-        &config,
-        &db.url,
-        &["ingress", "--listen", &listen],
-        &[],
-    );
-    let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    let (ingress, base) = ingress_process(&scratch, &config, &db.url).await;
     let report = ops::loadgen::run(LoadOptions {
         source: "stripe".into(),
         provider: LoadProvider::Stripe,
@@ -774,6 +764,22 @@ async fn stripe_drain(latency: Duration, events: usize) -> (i64, u64, bool) {
     );
     let verified = verify(&db.url).await;
     (per_sec, fake.requests(), verified)
+}
+
+/// A `settle ingress` process on a free port, ready: the process and its base URL.
+async fn ingress_process(scratch: &Scratch, config: &Path, db_url: &str) -> (Child, String) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let ingress = spawn_settle(
+        scratch,
+        "ingress",
+        config,
+        db_url,
+        &["ingress", "--listen", &listen],
+        &[],
+    );
+    let base = format!("http://{listen}");
+    wait_ready(&base).await;
+    (ingress, base)
 }
 
 async fn part_stripe(results: &mut serde_json::Map<String, Value>) {
@@ -817,17 +823,7 @@ async fn part_adyen(results: &mut serde_json::Map<String, Value>) {
         ..AppOptions::default()
     };
     let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
-    let listen = format!("127.0.0.1:{}", free_port());
-    let _ingress = spawn_settle(
-        &scratch,
-        "ingress",
-        &config,
-        &db.url,
-        &["ingress", "--listen", &listen],
-        &[],
-    );
-    let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    let (_ingress, base) = ingress_process(&scratch, &config, &db.url).await;
     let worker = spawn_settle(&scratch, "worker", &config, &db.url, &["worker"], &[]);
     let started = Instant::now();
     let body = ops::sign::adyen_notification(

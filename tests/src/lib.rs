@@ -14,4 +14,19 @@ pub mod sign;
 pub mod stripe;
 
 pub use app::{TestApp, spawn_app};
+
+/// Instantiates each listed test, `async fn name(backend: Backend)` in the calling module (which
+/// imports `Backend`), for both backends: `<module>::postgres::<name>` and
+/// `<module>::sqlite::<name>`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Postgres).await })*
+        }
+        mod sqlite {
+            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Sqlite).await })*
+        }
+    };
+}
 pub use db::TestDb;

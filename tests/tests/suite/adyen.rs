@@ -10,18 +10,7 @@ use tests::TestApp;
 use tests::adyen::{FakeReports, Fault, fixture, report_available, report_of};
 use tests::app::{AppOptions, Backend, OPS_TOKEN, spawn};
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Postgres).await })*
-        }
-        mod sqlite {
-            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Sqlite).await })*
-        }
-    };
-}
-
-on_both_backends!(
+tests::on_both_backends!(
     a_report_posts_each_line_once_in_the_net_currency_and_each_batch_reconciles,
     bad_reports_post_nothing_and_transient_failures_retry,
     a_report_of_several_chunks_posted_twice_at_once_posts_each_line_once,

@@ -14,20 +14,7 @@ use tests::app::{
     spawn, start,
 };
 
-/// Instantiates each listed test for both backends: `conformance::postgres::<name>` and
-/// `conformance::sqlite::<name>`.
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Postgres).await })*
-        }
-        mod sqlite {
-            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Sqlite).await })*
-        }
-    };
-}
-
-conformance!(
+tests::on_both_backends!(
     new_duplicate_and_conflicting_deliveries,
     concurrent_identical_deliveries_record_once,
     invalid_facts_are_recorded_and_dead_lettered,

@@ -11,18 +11,7 @@ use tests::TestApp;
 use tests::app::{AppOptions, Backend, FAST_WORKERS, OPS_TOKEN, spawn};
 use tests::stripe::{Txn, captured_update, charge, dispute, event, payout, refund};
 
-macro_rules! both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Postgres).await })*
-        }
-        mod sqlite {
-            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Sqlite).await })*
-        }
-    };
-}
-
-both_backends!(
+tests::on_both_backends!(
     a_charge_posts_its_balance_transaction_once_in_the_settlement_currency,
     asynchronous_capture_posts_when_the_update_names_the_transaction,
     refunds_failed_refunds_and_charge_refunded_post_each_transaction_once,
