@@ -64,6 +64,10 @@ async fn a_report_posts_each_line_once_in_the_net_currency_and_each_batch_reconc
     // downloads run at once, and each line still posts once.
     let copy = "settlement_detail_report_batch_7_copy.csv";
     reports.put(copy, fixture(seven));
+    // The capture the report's first line settles, notified first: a source booking reports does
+    // not book it again from the notification.
+    let capture = tests::sign::adyen_item("CAPTURE", "8816000000000101", 10_000, "EUR", "true");
+    assert_eq!(app.post_adyen(&[capture]).await.status().as_u16(), 200);
     announce(&app, &reports, seven).await;
     announce(&app, &reports, copy).await;
     announce(&app, &reports, eight).await;
@@ -73,6 +77,16 @@ async fn a_report_posts_each_line_once_in_the_net_currency_and_each_batch_reconc
         report_entries(&app).await,
         10,
         "eight lines of batch 7, two of batch 8"
+    );
+    assert_eq!(
+        app.count("journal_entries").await,
+        10,
+        "nothing but the reports' lines: the notified capture is the report's first line"
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM settlement_events WHERE external_id LIKE 'CAPTURE:%'")
+            .await,
+        0
     );
     let (state, _) = app.event_state(&format!("REPORT_AVAILABLE:{copy}")).await;
     assert_eq!(
