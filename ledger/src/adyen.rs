@@ -637,6 +637,19 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_before_the_header_is_not_part_of_a_column_name() {
+        let csv = format!(
+            "\u{feff}{HEADER}\nC,M,9,r,visa,2026-11-30 10:00:00,CET,Settled,8,EUR,,10.00,1,EUR,,9.75,0.25,,,,v,,5,,,,,,,\n"
+        );
+        assert_eq!(movements(&csv).expect("valid")[0].net().to_string(), "9.75");
+        let moved = format!(
+            "\u{feff}Merchant Account,{}",
+            HEADER.replace(",Merchant Account,", ",")
+        );
+        assert!(Report::new(moved.as_bytes()).is_ok());
+    }
+
+    #[test]
     fn repeated_identities_are_numbered_and_columns_are_found_by_name() {
         let reordered = "Type,Net Currency,Net Debit (NC),Net Credit (NC),Merchant Account,Psp Reference,Merchant Reference,Creation Date,TimeZone,Modification Reference,Gross Currency,Gross Debit (GC),Gross Credit (GC),Exchange Rate,Commission (NC),Markup (NC),Scheme Fees (NC),Interchange (NC)\nMiscCosts,EUR,1.00,,M,,,2026-11-30 10:00:00,UTC,Cost,,,,,,,,\nMiscCosts,EUR,1.00,,M,,,2026-11-30 10:00:00,UTC,Cost,,,,,,,,\n";
         let got = movements(reordered).expect("valid");

@@ -50,9 +50,9 @@ pub(crate) async fn post_report(
             .await
             .map_err(|e| ProviderError::Response(format!("checking the report: {e}")))?
     };
-    let (batch, payout) = checked.map_err(report_error)?;
+    let (batch, payout) = checked?;
     let accounts = rules.accounts(source);
-    let mut report = open(&path).map_err(report_error)?;
+    let mut report = open(&path)?;
     let (mut written, mut existing) = (0, 0);
     let mut received_at;
     loop {
@@ -108,9 +108,14 @@ pub(crate) async fn post_report(
     })
 }
 
-fn open(path: &PathBuf) -> Result<Report<BufReader<File>>, ReportError> {
-    let file = File::open(path).map_err(|e| ReportError::Csv(e.to_string()))?;
-    Report::new(BufReader::new(file))
+/// Opens the downloaded file (a failure to is this machine's, and worth another attempt) and
+/// reads its header.
+fn open(path: &PathBuf) -> Result<Report<BufReader<File>>, PostError> {
+    let file = File::open(path).map_err(|e| ProviderError::Unavailable {
+        detail: format!("report: cannot read the temporary file: {e}"),
+        retry_after_ms: None,
+    })?;
+    Report::new(BufReader::new(file)).map_err(report_error)
 }
 
 /// Reads every line: each must parse and add up, all of one batch. Answers the batch and its
@@ -120,19 +125,27 @@ fn check(
     source: &SourceName,
     file_name: &str,
     merchant: &str,
-) -> Result<(String, PayoutId), ReportError> {
+) -> Result<(String, PayoutId), PostError> {
     let mut report = open(path)?;
-    let provisional = batch_payout(merchant, "0").map_err(ReportError::Csv)?;
+    let payout_of = |batch: &str| {
+        batch_payout(merchant, batch).map_err(|e| {
+            PostError::from(ProviderError::Facts(format!(
+                "settlement details report: merchant account {merchant:?}, batch {batch:?}: {e}"
+            )))
+        })
+    };
+    let provisional = payout_of("0")?;
     let mut lines = 0u64;
     while let Some(line) = report.next_line() {
-        line?.movement(source, "0", &provisional)?;
+        line.and_then(|line| line.movement(source, "0", &provisional))
+            .map_err(report_error)?;
         lines += 1;
     }
     if lines == 0 {
-        return Err(ReportError::Empty);
+        return Err(report_error(ReportError::Empty));
     }
     let batch = batch_of(file_name, report.batch_number());
-    let payout = batch_payout(merchant, &batch).map_err(ReportError::Csv)?;
+    let payout = payout_of(&batch)?;
     Ok((batch, payout))
 }
 
