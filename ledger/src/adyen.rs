@@ -25,7 +25,7 @@ use crate::event::Kind;
 use crate::fingerprint::Fingerprint;
 use crate::ids::{MovementId, PayoutId, Reference, SourceName};
 use crate::money::{Amount, Currency};
-use crate::movement::{Counter, Fee, FeeType, Movement, MovementParts};
+use crate::movement::{Compared, Counter, Fee, FeeType, Movement, MovementParts};
 
 /// What a `REPORT_AVAILABLE` notification for a settlement details report names, kept as its
 /// event's facts.
@@ -55,6 +55,125 @@ impl AdyenReportTrigger {
             &serde_json::to_value(self).unwrap_or(Value::Null),
         )
     }
+}
+
+/// What a `CAPTURE` or `CAPTURE_FAILED` notification names, kept as its event's facts when the
+/// source's money comes from reports: the sale (or its failure) booked as a receivable in the
+/// shopper's currency, which the report's `Settled` line for the capture clears.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdyenSaleTrigger {
+    /// `CAPTURE` or `CAPTURE_FAILED`.
+    pub event_code: String,
+    /// The capture's PSP reference (the report's `Modification Reference` for its line).
+    pub psp_reference: String,
+    /// The payment's PSP reference (`originalReference`).
+    pub original_reference: String,
+    pub merchant_account: String,
+    pub merchant_reference: String,
+    /// The amount as notified: minor units in Adyen's exponent for the currency.
+    pub currency: String,
+    pub value: i64,
+    /// `eventDate`, RFC 3339.
+    pub event_date: String,
+}
+
+impl AdyenSaleTrigger {
+    pub fn fingerprint(&self) -> Fingerprint {
+        Fingerprint::of_trigger(
+            "adyen_sale",
+            &serde_json::to_value(self).unwrap_or(Value::Null),
+        )
+    }
+
+    /// The sale's movement (its failure's, for `CAPTURE_FAILED`).
+    pub fn movement(&self, source: &SourceName) -> Result<Movement, String> {
+        let currency = Currency::parse(&self.currency).map_err(|e| e.to_string())?;
+        let gross = Amount::from_minor(
+            self.value,
+            crate::minor_units::adyen_exponent(currency),
+            currency,
+        )
+        .map_err(|e| e.to_string())?;
+        let occurred_at = DateTime::parse_from_rfc3339(&self.event_date)
+            .map_err(|_| format!("eventDate {:?} is not RFC 3339", self.event_date))?
+            .with_timezone(&Utc);
+        let failed = match self.event_code.as_str() {
+            "CAPTURE" => false,
+            "CAPTURE_FAILED" => true,
+            other => return Err(format!("{other} names no sale")),
+        };
+        sale(
+            source,
+            Sale {
+                capture: &self.psp_reference,
+                payment: &self.original_reference,
+                merchant_account: &self.merchant_account,
+                reference: Some(self.merchant_reference.as_str()).filter(|r| !r.is_empty()),
+                gross,
+                currency,
+                occurred_at,
+                failed,
+            },
+        )
+    }
+}
+
+/// A sale as a notification or a report line describes it.
+struct Sale<'a> {
+    capture: &'a str,
+    payment: &'a str,
+    merchant_account: &'a str,
+    reference: Option<&'a str>,
+    gross: Amount,
+    currency: Currency,
+    occurred_at: DateTime<Utc>,
+    failed: bool,
+}
+
+/// A sale's movement, keyed `{source}/sale/{capture}` (`{source}/capture_failed/{capture}` for
+/// its failure, which takes it back): the same key and fingerprint whether its notification or
+/// its report line reached it, so it is booked once, by whichever comes first. Only the money is
+/// compared (each document has its own time stamp).
+fn sale(source: &SourceName, sale: Sale<'_>) -> Result<Movement, String> {
+    let (what, kind, amount) = match sale.failed {
+        false => ("sale", Kind::ChargeSettled, sale.gross),
+        true => ("capture_failed", Kind::Adjustment, sale.gross.negated()),
+    };
+    let zero = Amount::zero(sale.currency);
+    Movement::new(MovementParts {
+        source_key: format!("{source}/{what}/{}", sale.capture),
+        id: MovementId::parse(sale.capture).map_err(|e| e.to_string())?,
+        kind,
+        counter: Counter::Sales,
+        currency: sale.currency,
+        amount,
+        fee: zero,
+        fees: Vec::new(),
+        net: amount,
+        occurred_at: sale.occurred_at,
+        payout_id: None,
+        reference: sale
+            .reference
+            .map(Reference::parse)
+            .transpose()
+            .map_err(|e| e.to_string())?,
+        details: json!({
+            "provider": "adyen",
+            "record_type": what,
+            "merchant_account": sale.merchant_account,
+            "psp_reference": sale.payment,
+            "modification_reference": sale.capture,
+            "currency": sale.currency.code(),
+            "receivable": amount.to_string(),
+            "net": zero.to_string(),
+        }),
+        provider_category: format!("adyen:{what}"),
+        legacy_source_key: None,
+        counter_amount: None,
+        compared: Compared::Money,
+    })
+    .map_err(|e| e.to_string())
 }
 
 /// Why a report cannot be posted. Every one is the report's own (permanent): nothing of it is
@@ -127,7 +246,7 @@ enum Posting {
 fn posting_of(record_type: &str) -> Option<Posting> {
     use Counter::*;
     Some(match record_type {
-        "Settled" => Posting::Gross(Kind::ChargeSettled, Sales),
+        "Settled" => Posting::Gross(Kind::ChargeSettled, Receivables),
         "Refunded" => Posting::Gross(Kind::RefundSettled, Refunds),
         "RefundedReversed" => Posting::Gross(Kind::Adjustment, Refunds),
         "Chargeback" | "SecondChargeback" => Posting::Gross(Kind::Chargeback, Disputes),
@@ -379,6 +498,7 @@ impl ReportLine {
             }
         }
         let mut gross_text = Value::Null;
+        let mut counter_amount = None;
         let (kind, counter, amount, payout_id) = match posting {
             Posting::Gross(kind, counter) => {
                 let gross_currency = self.currency("Gross Currency")?;
@@ -392,6 +512,9 @@ impl ReportLine {
                 self.check_conversion((gross, gross_currency), (converted, net_currency))?;
                 gross_text =
                     json!({"currency": gross_currency.code(), "amount": gross.to_string()});
+                if counter == Counter::Receivables {
+                    counter_amount = Some((gross, gross_currency));
+                }
                 (kind, counter, converted, None)
             }
             Posting::Net(kind, counter) => {
@@ -469,8 +592,45 @@ impl ReportLine {
             details,
             provider_category: format!("adyen:{record_type}"),
             legacy_source_key: None,
+            counter_amount,
+            compared: Compared::Everything,
         })
         .map_err(|e| self.error(e.to_string()))
+    }
+
+    /// The sale a `Settled` line settles, as its `CAPTURE` notification would book it (the
+    /// capture's PSP reference is the line's `Modification Reference`): `None` for other types.
+    pub fn sale(&self, source: &SourceName) -> Result<Option<Movement>, ReportError> {
+        if self.field("Type") != "Settled" {
+            return Ok(None);
+        }
+        let currency = self.currency("Gross Currency")?;
+        let gross = self
+            .signed("Gross Debit (GC)", "Gross Credit (GC)", currency)?
+            .ok_or_else(|| self.error("neither gross column is filled"))?;
+        let capture = [
+            self.field("Modification Reference"),
+            self.field("Psp Reference"),
+        ]
+        .into_iter()
+        .find(|r| !r.is_empty())
+        .unwrap_or_default();
+        let reference = Some(self.field("Merchant Reference")).filter(|r| !r.is_empty());
+        sale(
+            source,
+            Sale {
+                capture,
+                payment: self.field("Psp Reference"),
+                merchant_account: self.field("Merchant Account"),
+                reference,
+                gross,
+                currency,
+                occurred_at: self.occurred_at()?,
+                failed: false,
+            },
+        )
+        .map(Some)
+        .map_err(|e| self.error(e))
     }
 
     /// The gross (gross currency) and what Adyen converted it to (net currency: net plus fees)
@@ -655,5 +815,124 @@ mod tests {
         let got = movements(reordered).expect("valid");
         assert_ne!(got[0].source_key(), got[1].source_key());
         assert!(got[1].source_key().ends_with("#2"));
+    }
+
+    fn lines(draft: &crate::posting::EntryDraft) -> Vec<(String, String, String)> {
+        draft
+            .lines
+            .iter()
+            .map(|l| {
+                (
+                    l.account.clone(),
+                    l.currency.code().to_owned(),
+                    l.amount.to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// A USD sale settled in EUR: the sale is a USD receivable; the settlement clears it in USD
+    /// and puts the EUR net on the balance, the conversion through `fx:adyen` in each currency.
+    #[test]
+    fn a_settled_line_clears_its_sales_receivable_through_fx() {
+        let source = SourceName::parse("adyen").expect("source");
+        let accounts = crate::posting::Accounts::defaults(&source);
+        let csv = format!(
+            "{HEADER}\nC,M,8816000000000002,order-1002,mc,2026-11-30 10:02:44,CET,Settled,8816000000000102,USD,,50.00,0.92,EUR,,45.00,1.00,,,,mc,,7,,,,,,,\n"
+        );
+        let mut report = Report::new(csv.as_bytes()).expect("header");
+        let line = report.next_line().expect("a line").expect("valid");
+        let payout = batch_payout("M", "7").expect("payout");
+        let settlement = line.movement(&source, "7", &payout).expect("valid");
+        let draft = crate::posting::draft_movement(&settlement, &accounts);
+        assert!(draft.is_balanced());
+        assert_eq!(
+            lines(&draft),
+            [
+                ("adyen:balance".into(), "EUR".into(), "45.00".into()),
+                ("fees:adyen:commission".into(), "EUR".into(), "1.00".into()),
+                ("fx:adyen".into(), "EUR".into(), "-46.00".into()),
+                ("fx:adyen".into(), "USD".into(), "50.00".into()),
+                ("receivables:adyen".into(), "USD".into(), "-50.00".into()),
+            ]
+        );
+        let sale = line
+            .sale(&source)
+            .expect("valid")
+            .expect("a Settled line's sale");
+        assert_eq!(sale.source_key(), "adyen/sale/8816000000000102");
+        assert_eq!(
+            lines(&crate::posting::draft_receivable(&sale, &accounts)),
+            [
+                ("receivables:adyen".into(), "USD".into(), "50.00".into()),
+                ("sales".into(), "USD".into(), "-50.00".into()),
+            ]
+        );
+        // Its CAPTURE notification names the same sale: same key, same fingerprint, though the
+        // notification has its own time and the line its own.
+        let notified = AdyenSaleTrigger {
+            event_code: "CAPTURE".into(),
+            psp_reference: "8816000000000102".into(),
+            original_reference: "8816000000000002".into(),
+            merchant_account: "M".into(),
+            merchant_reference: "order-1002".into(),
+            currency: "USD".into(),
+            value: 5_000,
+            event_date: "2026-11-29T18:00:00+01:00".into(),
+        };
+        let from_notification = notified.movement(&source).expect("a sale");
+        assert_eq!(from_notification.source_key(), sale.source_key());
+        assert_eq!(from_notification.fingerprint(), sale.fingerprint());
+        // Another amount is another sale's facts: a conflict, not a replay.
+        let other = AdyenSaleTrigger {
+            value: 5_001,
+            ..notified.clone()
+        };
+        assert_ne!(
+            other.movement(&source).expect("a sale").fingerprint(),
+            sale.fingerprint()
+        );
+        // A refund line has no sale, and its gross stays in the net currency.
+        let refund = csv
+            .replace(",Settled,", ",Refunded,")
+            .replace(",,50.00,0.92,EUR,,45.00,1.00,", ",50.00,,0.92,EUR,46.00,,,");
+        let mut report = Report::new(refund.as_bytes()).expect("header");
+        let line = report.next_line().expect("a line").expect("valid");
+        assert!(line.sale(&source).expect("valid").is_none());
+        let movement = line.movement(&source, "7", &payout).expect("valid");
+        assert!(movement.converted_counter().is_none());
+    }
+
+    #[test]
+    fn a_failed_capture_takes_its_receivable_back() {
+        let source = SourceName::parse("adyen").expect("source");
+        let failed = AdyenSaleTrigger {
+            event_code: "CAPTURE_FAILED".into(),
+            psp_reference: "8816000000000103".into(),
+            original_reference: "8816000000000003".into(),
+            merchant_account: "M".into(),
+            merchant_reference: String::new(),
+            currency: "JPY".into(),
+            value: 1_500,
+            event_date: "2026-11-29T18:00:00Z".into(),
+        };
+        let movement = failed.movement(&source).expect("a failure");
+        assert_eq!(
+            movement.source_key(),
+            "adyen/capture_failed/8816000000000103"
+        );
+        let accounts = crate::posting::Accounts::defaults(&source);
+        assert_eq!(
+            lines(&crate::posting::draft_receivable(&movement, &accounts)),
+            [
+                ("receivables:adyen".into(), "JPY".into(), "-1500".into()),
+                ("sales".into(), "JPY".into(), "1500".into()),
+            ]
+        );
+        let refund = AdyenSaleTrigger {
+            event_code: "REFUND".into(),
+            ..failed
+        };
+        assert!(refund.movement(&source).is_err());
     }
 }

@@ -118,6 +118,50 @@ pub struct BalanceRow {
     pub balance: String,
 }
 
+/// A receivable not cleared: a sale captured and never settled (or settled for another amount),
+/// by the capture it belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct OpenReceivable {
+    pub source: String,
+    /// The capture's reference at the provider (the entries' movement id).
+    pub capture: String,
+    pub account: String,
+    pub currency: String,
+    /// What is still owed (debit positive).
+    pub outstanding: String,
+    /// The earliest effective date of its entries.
+    pub since: NaiveDate,
+    pub reference: Option<String>,
+}
+
+/// An open receivable as a backend reads it: source, capture, account, currency, outstanding
+/// (the backend's sum), since, reference.
+pub(crate) type ReceivableRow<A> = (String, String, String, String, A, NaiveDate, Option<String>);
+
+impl OpenReceivable {
+    pub(crate) fn from_row(row: ReceivableRow<Decimal>) -> Self {
+        let (source, capture, account, currency, amount, since, reference) = row;
+        OpenReceivable {
+            outstanding: exact(amount, &currency),
+            source,
+            capture,
+            account,
+            currency,
+            since,
+            reference,
+        }
+    }
+}
+
+/// How many days a receivable may stay open before it is listed, unless asked otherwise: Adyen
+/// settles a capture within days (its settlement delay), so a week is late by any account.
+pub const RECEIVABLE_DAYS: u32 = 7;
+
+/// The latest first effective date of a receivable open for at least `days` days today.
+pub fn open_since(days: u32) -> NaiveDate {
+    chrono::Utc::now().date_naive() - chrono::Days::new(u64::from(days))
+}
+
 /// How a payout compares with the items it paid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]

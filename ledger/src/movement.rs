@@ -23,6 +23,8 @@ pub enum Counter {
     Fees,
     Bank,
     Adjustments,
+    /// What the provider owes for a sale it has captured and not yet settled (Adyen).
+    Receivables,
 }
 
 impl Counter {
@@ -34,6 +36,7 @@ impl Counter {
             Counter::Fees => "fees",
             Counter::Bank => "bank",
             Counter::Adjustments => "adjustments",
+            Counter::Receivables => "receivables",
         }
     }
 }
@@ -91,6 +94,23 @@ pub enum MovementError {
     FeeCurrency { expected: Currency, found: Currency },
     #[error("{0}")]
     Mismatch(String),
+    #[error(
+        "the counter amount {counter} is in the movement's currency but is not its amount {amount}"
+    )]
+    CounterAmount { counter: Amount, amount: Amount },
+}
+
+/// What a movement's fingerprint compares when its key is reached again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compared {
+    /// Every fact: the movement is only ever read from one document (a Stripe balance
+    /// transaction, an Adyen report line).
+    #[default]
+    Everything,
+    /// Its key, id, category, currency and amounts, not its date or reference: a movement two
+    /// different documents both describe (an Adyen sale, from its `CAPTURE` notification or its
+    /// report's `Settled` line), each with its own time stamp.
+    Money,
 }
 
 /// Everything [`Movement::new`] checks.
@@ -123,6 +143,11 @@ pub struct MovementParts {
     /// webhook's own object, before movements were fetched), if it could have: found posted,
     /// the movement counts as posted and is not written again.
     pub legacy_source_key: Option<String>,
+    /// What the counter account takes, in its own currency, when the provider converted the
+    /// gross (an Adyen line's gross in its gross currency): the entry goes through the FX
+    /// clearing account. `None`: the counter takes `amount`.
+    pub counter_amount: Option<(Amount, Currency)>,
+    pub compared: Compared,
 }
 
 /// A movement whose facts are consistent: the fee parts sum to the fee, the net is the amount
@@ -151,6 +176,15 @@ impl Movement {
             return Err(MovementError::FeeDetails {
                 details: details_sum,
                 fee: parts.fee,
+            });
+        }
+        if let Some((counter, counter_currency)) = parts.counter_amount
+            && counter_currency == currency
+            && counter != parts.amount
+        {
+            return Err(MovementError::CounterAmount {
+                counter,
+                amount: parts.amount,
             });
         }
         if parts.amount.checked_sub(parts.fee) != Some(parts.net) {
@@ -220,6 +254,13 @@ impl Movement {
         self.parts.legacy_source_key.as_deref()
     }
 
+    /// The gross in another currency than the movement's, as the counter account takes it.
+    pub fn converted_counter(&self) -> Option<(Amount, Currency)> {
+        self.parts
+            .counter_amount
+            .filter(|(_, currency)| *currency != self.parts.currency)
+    }
+
     /// Moves no money at all: nothing to post.
     pub fn is_zero(&self) -> bool {
         self.parts.amount.is_zero() && self.parts.fee.is_zero()
@@ -246,6 +287,15 @@ impl MovementParts {
             hasher.field("fee_amount", &fee.amount.to_string());
         }
         hasher.field("net", &self.net.to_string());
+        if let Some((counter, currency)) = &self.counter_amount {
+            hasher.field("counter_currency", currency.code());
+            hasher.field("counter_amount", &counter.to_string());
+        }
+        if self.compared == Compared::Money {
+            hasher.field("compared", "money");
+            hasher.optional("payout_id", self.payout_id.as_ref().map(PayoutId::as_str));
+            return hasher.finish();
+        }
         hasher.field("occurred_at", &self.occurred_at.to_rfc3339());
         hasher.optional("payout_id", self.payout_id.as_ref().map(PayoutId::as_str));
         hasher.optional("reference", self.reference.as_ref().map(Reference::as_str));
@@ -265,6 +315,28 @@ fn field(field: &'static str, detail: &str) -> MovementError {
 pub struct MovementEntry {
     pub movement: Movement,
     pub draft: EntryDraft,
+    /// Whether [`Resolved::payout`] paid it out. A sale whose receivable a settlement line
+    /// clears is not (it moves nothing on the provider balance; the line is).
+    pub paid_out: bool,
+}
+
+impl MovementEntry {
+    /// A movement's entry, paid out by its resolution's payout if it has one.
+    pub fn new(movement: Movement, draft: EntryDraft) -> Self {
+        Self {
+            movement,
+            draft,
+            paid_out: true,
+        }
+    }
+
+    /// A movement's entry that no payout pays out.
+    pub fn unpaid(movement: Movement, draft: EntryDraft) -> Self {
+        Self {
+            paid_out: false,
+            ..Self::new(movement, draft)
+        }
+    }
 }
 
 /// What a job resolved its event to: the entries to post (none when the event names no
@@ -309,6 +381,8 @@ mod tests {
             details: Value::Null,
             provider_category: "charge".into(),
             legacy_source_key: None,
+            counter_amount: None,
+            compared: Compared::Everything,
         }
     }
 

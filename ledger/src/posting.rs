@@ -24,6 +24,8 @@ pub struct Accounts {
     pub disputes: String,
     pub bank: String,
     pub adjustments: String,
+    pub receivables: String,
+    pub fx: String,
 }
 
 /// Account overrides as configured; unset names keep their defaults.
@@ -37,11 +39,13 @@ pub struct AccountOverrides {
     pub disputes: Option<String>,
     pub bank: Option<String>,
     pub adjustments: Option<String>,
+    pub receivables: Option<String>,
+    pub fx: Option<String>,
 }
 
 impl Accounts {
     /// `{source}:balance`, `fees:{source}`, `sales`, `refunds`, `disputes:{source}`, `bank`,
-    /// `adjustments`.
+    /// `adjustments`, `receivables:{source}`, `fx:{source}`.
     pub fn defaults(source: &SourceName) -> Accounts {
         Accounts {
             balance: format!("{source}:balance"),
@@ -51,6 +55,8 @@ impl Accounts {
             disputes: format!("disputes:{source}"),
             bank: "bank".into(),
             adjustments: "adjustments".into(),
+            receivables: format!("receivables:{source}"),
+            fx: format!("fx:{source}"),
         }
     }
 
@@ -66,6 +72,8 @@ impl Accounts {
             disputes: namespaced(&self.disputes),
             bank: namespaced(&self.bank),
             adjustments: namespaced(&self.adjustments),
+            receivables: namespaced(&self.receivables),
+            fx: namespaced(&self.fx),
         }
     }
 
@@ -80,6 +88,8 @@ impl Accounts {
             disputes: pick(&overrides.disputes, defaults.disputes),
             bank: pick(&overrides.bank, defaults.bank),
             adjustments: pick(&overrides.adjustments, defaults.adjustments),
+            receivables: pick(&overrides.receivables, defaults.receivables),
+            fx: pick(&overrides.fx, defaults.fx),
         }
     }
 }
@@ -100,6 +110,16 @@ impl PostingRules {
             .get(source)
             .cloned()
             .unwrap_or_else(|| Accounts::defaults(source))
+    }
+
+    /// Every configured source's receivables account, each once, in name order.
+    pub fn receivables_accounts(&self) -> Vec<String> {
+        let accounts: std::collections::BTreeSet<String> = self
+            .by_source
+            .values()
+            .map(|accounts| accounts.receivables.clone())
+            .collect();
+        accounts.into_iter().collect()
     }
 }
 
@@ -200,21 +220,19 @@ pub fn draft(source: &SourceName, event: &SettlementEvent, accounts: &Accounts) 
 ///
 /// | counter | account |
 /// |---|---|
-/// | sales, refunds, disputes, bank, adjustments | that account of the source |
+/// | sales, refunds, disputes, bank, adjustments, receivables | that account of the source |
 /// | fees | the fee account (a provider fee posted as its own movement) |
 ///
 /// Fee parts: the provider's own fee (`stripe_fee`) goes to `fees`, any other part to
 /// `{fees}:{fee type}` (`fees:stripe:application_fee`, `fees:stripe:tax`).
+///
+/// A gross the provider converted (an Adyen line settled in another currency than the shopper
+/// paid in) goes through the FX clearing account: the counter takes the gross in its own
+/// currency, `fx` the gross in that currency and the converted amount in the movement's, so each
+/// currency balances and `fx` keeps the conversion's difference.
 pub fn draft_movement(movement: &Movement, accounts: &Accounts) -> EntryDraft {
     let a = accounts;
-    let counter = match movement.counter() {
-        Counter::Sales => &a.sales,
-        Counter::Refunds => &a.refunds,
-        Counter::Disputes => &a.disputes,
-        Counter::Fees => &a.fees,
-        Counter::Bank => &a.bank,
-        Counter::Adjustments => &a.adjustments,
-    };
+    let counter = counter_account(a, movement.counter());
     let mut fee_lines: BTreeMap<String, Decimal> = BTreeMap::new();
     for fee in movement.fees() {
         *fee_lines.entry(fee_account(a, &fee.fee_type)).or_default() += fee.amount.decimal();
@@ -227,17 +245,67 @@ pub fn draft_movement(movement: &Movement, accounts: &Accounts) -> EntryDraft {
     for (account, amount) in &fee_lines {
         lines.push(account, *amount);
     }
-    lines.push(counter, -movement.amount().decimal());
+    let lines = match movement.converted_counter() {
+        None => {
+            lines.push(counter, -movement.amount().decimal());
+            lines.into_vec()
+        }
+        Some((gross, currency)) => {
+            lines.push(&a.fx, -movement.amount().decimal());
+            let mut converted = Lines::new(currency);
+            converted
+                .push(&a.fx, gross.decimal())
+                .push(counter, -gross.decimal());
+            let mut all = lines.into_vec();
+            all.extend(converted.into_vec());
+            all
+        }
+    };
+    EntryDraft {
+        source_key: movement.source_key().to_owned(),
+        effective_date: movement.occurred_at().date_naive(),
+        description: describe(movement),
+        lines,
+    }
+}
+
+/// The entry of a movement that is owed, not yet on the provider balance (a sale captured and
+/// not yet settled): the receivable takes its amount, against its counter account.
+pub fn draft_receivable(movement: &Movement, accounts: &Accounts) -> EntryDraft {
+    let mut lines = Lines::new(movement.currency());
+    lines
+        .debit(&accounts.receivables, movement.amount())
+        .credit(
+            counter_account(accounts, movement.counter()),
+            movement.amount(),
+        );
+    EntryDraft {
+        source_key: movement.source_key().to_owned(),
+        effective_date: movement.occurred_at().date_naive(),
+        description: describe(movement),
+        lines: lines.into_vec(),
+    }
+}
+
+fn counter_account(accounts: &Accounts, counter: Counter) -> &str {
+    let a = accounts;
+    match counter {
+        Counter::Sales => &a.sales,
+        Counter::Refunds => &a.refunds,
+        Counter::Disputes => &a.disputes,
+        Counter::Fees => &a.fees,
+        Counter::Bank => &a.bank,
+        Counter::Adjustments => &a.adjustments,
+        Counter::Receivables => &a.receivables,
+    }
+}
+
+fn describe(movement: &Movement) -> String {
     let mut description = format!("{} {}", movement.kind(), movement.id());
     if let Some(reference) = movement.reference() {
         description.push_str(&format!(" ({reference})"));
     }
-    EntryDraft {
-        source_key: movement.source_key().to_owned(),
-        effective_date: movement.occurred_at().date_naive(),
-        description,
-        lines: lines.into_vec(),
-    }
+    description
 }
 
 /// The account of one fee part.

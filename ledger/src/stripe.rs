@@ -64,15 +64,24 @@ pub enum Trigger {
     /// An Adyen settlement details report to download and post line by line.
     #[serde(rename = "adyen_report")]
     AdyenReport(crate::adyen::AdyenReportTrigger),
+    /// An Adyen sale (or its failure) to book as a receivable, resolved without a call.
+    #[serde(rename = "adyen_sale")]
+    AdyenSale(crate::adyen::AdyenSaleTrigger),
 }
+
+/// The keys a stored trigger is found by.
+pub const TRIGGER_KEYS: [&str; 3] = ["stripe", "adyen_report", "adyen_sale"];
 
 impl Trigger {
     /// Reads stored facts; `None` when they are canonical settlement facts instead.
     pub fn from_stored(facts: &Value) -> Option<Result<Trigger, String>> {
         let object = facts.as_object()?;
-        (object.contains_key("stripe") || object.contains_key("adyen_report")).then(|| {
-            serde_json::from_value(facts.clone()).map_err(|e| format!("stored trigger: {e}"))
-        })
+        TRIGGER_KEYS
+            .iter()
+            .any(|key| object.contains_key(*key))
+            .then(|| {
+                serde_json::from_value(facts.clone()).map_err(|e| format!("stored trigger: {e}"))
+            })
     }
 
     pub fn to_stored(&self) -> Value {
@@ -83,6 +92,7 @@ impl Trigger {
         match self {
             Trigger::Stripe(trigger) => trigger.fingerprint(),
             Trigger::AdyenReport(trigger) => trigger.fingerprint(),
+            Trigger::AdyenSale(trigger) => trigger.fingerprint(),
         }
     }
 
@@ -91,6 +101,7 @@ impl Trigger {
         match self {
             Trigger::Stripe(trigger) => &trigger.event_type,
             Trigger::AdyenReport(_) => "REPORT_AVAILABLE",
+            Trigger::AdyenSale(trigger) => &trigger.event_code,
         }
     }
 
@@ -99,6 +110,7 @@ impl Trigger {
         match self {
             Trigger::Stripe(trigger) => &trigger.object,
             Trigger::AdyenReport(trigger) => &trigger.file,
+            Trigger::AdyenSale(trigger) => &trigger.psp_reference,
         }
     }
 }
@@ -293,6 +305,8 @@ pub fn movement(
         details: details(transaction, net),
         provider_category: transaction.category().to_owned(),
         legacy_source_key,
+        counter_amount: None,
+        compared: crate::movement::Compared::Everything,
     })
 }
 

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod dashboard;
 pub mod export;
+pub mod fake_adyen;
 pub mod fake_stripe;
 mod health;
 pub mod loadgen;

@@ -813,7 +813,7 @@ async fn part_adyen(results: &mut serde_json::Map<String, Value>) {
         "\n6. Adyen settlement details report (PostgreSQL, {lines} lines, one worker at the defaults)"
     );
     let db = TestDb::create().await;
-    let reports = tests::adyen::FakeReports::start().await;
+    let reports = tests::adyen::fake_reports().await;
     let file = "settlement_detail_report_batch_1.csv";
     reports.put(file, tests::adyen::report_of(lines, 1));
     let scratch = Scratch::new();

@@ -531,7 +531,7 @@ impl TestApp {
         const SQL: &str =
             "SELECT l.account, l.currency, CAST(l.amount AS TEXT) FROM journal_lines l
                            JOIN journal_entries je ON je.id = l.entry_id
-                           WHERE je.movement_id = $1 ORDER BY l.line_no";
+                           WHERE je.movement_id = $1 ORDER BY je.id, l.line_no";
         let rows: Vec<(String, String, String)> =
             on_pool!(self, pool => sqlx::query_as(SQL).bind(movement_id).fetch_all(pool).await)
                 .expect("lines");

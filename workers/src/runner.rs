@@ -17,7 +17,7 @@ use crate::chaos::Chaos;
 use crate::group::GroupCommit;
 use crate::provider::ProviderApis;
 use crate::provider::report::post_report;
-use crate::provider::resolve::resolve;
+use crate::provider::resolve::{resolve, resolve_sale};
 use crate::retry::RetryPolicy;
 use crate::settings::WorkerSettings;
 use ledger::stripe::Trigger;
@@ -230,6 +230,16 @@ impl Runner {
                 )
                 .await
             }
+            Work::Resolve {
+                source,
+                trigger: Trigger::AdyenSale(sale),
+            } => match resolve_sale(&self.rules, &source, &sale) {
+                Ok(resolved) => {
+                    self.chaos.before_posting(&self.store, job.event_id).await;
+                    self.group.post_resolved(job, attempt, resolved).await
+                }
+                Err(error) => Err(error),
+            },
             Work::Resolve {
                 source,
                 trigger: Trigger::Stripe(trigger),

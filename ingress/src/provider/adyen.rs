@@ -10,12 +10,16 @@
 //! transaction. Mapped when `success` is `"true"`: CAPTURE (a settled charge, gross = net),
 //! CAPTURE_FAILED (an adjustment taking the captured amount back from the balance), REFUND,
 //! REFUND_FAILED and REFUNDED_REVERSED (adjustments returning the amount to the balance),
-//! CHARGEBACK and SECOND_CHARGEBACK (each debits the disputed amount), CHARGEBACK_REVERSED. A source whose money comes from its settlement details reports
-//! (`MoneyFrom::Reports`) records `REPORT_AVAILABLE` for such a report instead (its `pspReference`
-//! the file name, `reason` the download URL) as what it names (`Trigger::AdyenReport`; the job
-//! downloads the report and posts it line by line), and not those codes: one money movement is
-//! booked from one of the two. Other codes, other reports, and any `success` other than `"true"`,
-//! are acknowledged and not recorded.
+//! CHARGEBACK and SECOND_CHARGEBACK (each debits the disputed amount), CHARGEBACK_REVERSED.
+//!
+//! A source whose money comes from its settlement details reports (`MoneyFrom::Reports`)
+//! records `REPORT_AVAILABLE` for such a report (its `pspReference` the file name, `reason` the
+//! download URL) as what it names (`Trigger::AdyenReport`; the job downloads the report and posts
+//! it line by line). Of the codes above it records CAPTURE and CAPTURE_FAILED only, as the sale
+//! they name (`Trigger::AdyenSale`: a receivable in the shopper's currency, which the report's
+//! `Settled` line for the capture clears, booked once whichever of the two comes first); the
+//! others' money is the report's. Other codes, other reports, and any `success` other than
+//! `"true"`, are acknowledged and not recorded.
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -28,7 +32,7 @@ use serde_json::{Map, Value, json};
 use super::signature::{SignatureError, any_matches};
 use super::{Adapted, Ignore, Unparseable};
 use crate::source::{MoneyFrom, Source};
-use ledger::adyen::AdyenReportTrigger;
+use ledger::adyen::{AdyenReportTrigger, AdyenSaleTrigger};
 use ledger::minor_units::adyen_exponent;
 use ledger::stripe::Trigger;
 
@@ -156,10 +160,15 @@ pub(crate) fn adapt(source: &Source, value: &Value) -> Result<Adapted, Unparseab
             }
             continue;
         }
-        let Some(kind) = mapped(event_code).filter(|_| !reports) else {
+        let Some(kind) = mapped(event_code) else {
             continue;
         };
+        let sale = matches!(kind, Mapped::Capture | Mapped::CaptureFailed);
+        if reports && !sale {
+            continue;
+        }
         let content = match facts(&item, kind, &key) {
+            Ok(_) if reports => Content::Named(Trigger::AdyenSale(sale_trigger(&item))),
             Ok(event) => Content::Valid(event),
             Err(error) => Content::Invalid(InvalidFacts {
                 kind: Some(event_code.to_owned()),
@@ -182,6 +191,27 @@ pub(crate) fn adapt(source: &Source, value: &Value) -> Result<Adapted, Unparseab
     } else {
         Adapted::Events(events)
     })
+}
+
+/// A `CAPTURE` or `CAPTURE_FAILED` whose facts [`facts`] accepted, as the sale it names.
+fn sale_trigger(item: &Item<'_>) -> AdyenSaleTrigger {
+    AdyenSaleTrigger {
+        event_code: item.text("eventCode").to_owned(),
+        psp_reference: item.text("pspReference").to_owned(),
+        original_reference: item.text("originalReference").to_owned(),
+        merchant_account: item.text("merchantAccountCode").to_owned(),
+        merchant_reference: item.text("merchantReference").to_owned(),
+        currency: item
+            .amount("currency")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        value: item
+            .amount("value")
+            .and_then(Value::as_i64)
+            .unwrap_or_default(),
+        event_date: item.text("eventDate").to_owned(),
+    }
 }
 
 /// The settlement kinds Adyen's event codes map to.
@@ -349,40 +379,90 @@ mod tests {
     }
 
     #[test]
-    fn a_source_booking_reports_records_settlement_reports_and_not_money_codes() {
-        let item = |code: &str, psp: &str| {
-            json!({"NotificationRequestItem": {"amount": {"currency": "EUR", "value": 0},
+    fn a_source_booking_reports_records_reports_and_sales_and_not_other_money_codes() {
+        let item = |code: &str, psp: &str, value: i64| {
+            json!({"NotificationRequestItem": {"amount": {"currency": "EUR", "value": value},
                 "eventCode": code, "eventDate": "2026-12-01T04:00:00+01:00",
-                "merchantAccountCode": "SettleShop", "merchantReference": "", "pspReference": psp,
+                "merchantAccountCode": "SettleShop", "merchantReference": "order-1", "pspReference": psp,
+                "originalReference": "8816000000000001",
                 "reason": "https://ca-live.adyen.com/reports/download/MerchantAccount/SettleShop/x.csv",
                 "success": "true"}})
         };
         let body = json!({"notificationItems": [
-            item("REPORT_AVAILABLE", "settlement_detail_report_batch_4.csv"),
-            item("REPORT_AVAILABLE", "payments_accounting_report_2026_12_01.csv"),
-            item("CAPTURE", "8816000000000101")]});
+            item("REPORT_AVAILABLE", "settlement_detail_report_batch_4.csv", 0),
+            item("REPORT_AVAILABLE", "payments_accounting_report_2026_12_01.csv", 0),
+            item("CAPTURE", "8816000000000101", 10_000),
+            item("CAPTURE_FAILED", "8816000000000102", 2_500),
+            item("REFUND", "8816000000000201", 2_000),
+            item("CHARGEBACK", "8816000000000301", 3_000)]});
         let reports = source().with_money_from(MoneyFrom::Reports);
         let Ok(Adapted::Events(events)) = adapt(&reports, &body) else {
             panic!("adapted")
         };
-        assert_eq!(events.len(), 1, "the settlement report alone");
+        let ids: Vec<String> = events.iter().map(|e| e.external_id.to_string()).collect();
         assert_eq!(
-            events[0].external_id.to_string(),
-            "REPORT_AVAILABLE:settlement_detail_report_batch_4.csv"
+            ids,
+            [
+                "REPORT_AVAILABLE:settlement_detail_report_batch_4.csv",
+                "CAPTURE:8816000000000101",
+                "CAPTURE_FAILED:8816000000000102"
+            ],
+            "the settlement report and the sales; the refund's and chargeback's money is the report's"
         );
         let Content::Named(Trigger::AdyenReport(trigger)) = &events[0].content else {
             panic!("a report trigger")
         };
         assert_eq!(trigger.merchant_account, "SettleShop");
         assert!(trigger.url.ends_with("/x.csv"));
-        // Booking from notifications, the same delivery records the capture and no report.
+        let Content::Named(Trigger::AdyenSale(sale)) = &events[1].content else {
+            panic!("a sale trigger")
+        };
+        assert_eq!(
+            (
+                sale.original_reference.as_str(),
+                sale.value,
+                sale.currency.as_str()
+            ),
+            ("8816000000000001", 10_000, "EUR")
+        );
+        let movement = sale.movement(&reports.name).expect("a sale");
+        assert_eq!(movement.source_key(), "adyen/sale/8816000000000101");
+        assert_eq!(movement.amount().to_string(), "100.00");
+        let Content::Named(Trigger::AdyenSale(failed)) = &events[2].content else {
+            panic!("a sale trigger")
+        };
+        let movement = failed.movement(&reports.name).expect("a failed capture");
+        assert_eq!(
+            movement.source_key(),
+            "adyen/capture_failed/8816000000000102"
+        );
+        assert_eq!(movement.amount().to_string(), "-25.00");
+        // A capture whose facts are bad is recorded invalid, as booking from notifications.
+        let mut bad = item("CAPTURE", "8816000000000103", 1);
+        bad["NotificationRequestItem"]["amount"]["currency"] = json!("XYZ1");
+        let Ok(Adapted::Events(events)) = adapt(&reports, &json!({"notificationItems": [bad]}))
+        else {
+            panic!("adapted")
+        };
+        assert!(matches!(events[0].content, Content::Invalid(_)));
+        // Booking from notifications, the same delivery records the money codes and no report.
         let Ok(Adapted::Events(events)) = adapt(&source(), &body) else {
             panic!("adapted")
         };
-        assert_eq!(events.len(), 1);
+        let ids: Vec<String> = events.iter().map(|e| e.external_id.to_string()).collect();
         assert_eq!(
-            events[0].external_id.to_string(),
-            "CAPTURE:8816000000000101"
+            ids,
+            [
+                "CAPTURE:8816000000000101",
+                "CAPTURE_FAILED:8816000000000102",
+                "REFUND:8816000000000201",
+                "CHARGEBACK:8816000000000301"
+            ]
+        );
+        assert!(
+            events
+                .iter()
+                .all(|e| matches!(e.content, Content::Valid(_)))
         );
     }
 

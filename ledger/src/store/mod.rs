@@ -21,8 +21,8 @@ pub use crate::error::StoreError;
 pub use movements::ResolvedPost;
 
 use crate::finance::{
-    BalanceQuery, BalanceRow, JournalCursor, JournalFilter, JournalPage, PayoutSummary,
-    Reconciliation,
+    BalanceQuery, BalanceRow, JournalCursor, JournalFilter, JournalPage, OpenReceivable,
+    PayoutSummary, Reconciliation,
 };
 use crate::ids::EventId;
 use crate::job::{AttemptStart, FailureDecision, JobRef, PostError, Posted, Work};
@@ -521,6 +521,17 @@ impl Store {
     /// Non-zero balances per account and currency.
     pub async fn balances(&self, query: BalanceQuery) -> Result<Vec<BalanceRow>, StoreError> {
         on_backend!(self, store => store.balances(query).await)
+    }
+
+    /// Receivables on `accounts` not cleared, per capture and currency, whose first entry is
+    /// effective on or before `since_on_or_before`, oldest first, at most `limit`.
+    pub async fn open_receivables(
+        &self,
+        accounts: &[String],
+        since_on_or_before: chrono::NaiveDate,
+        limit: u32,
+    ) -> Result<Vec<OpenReceivable>, StoreError> {
+        on_backend!(self, store => store.open_receivables(accounts, since_on_or_before, limit).await)
     }
 
     /// The payout beside the items carrying its id; `None` when settle knows neither.

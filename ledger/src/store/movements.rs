@@ -125,9 +125,9 @@ pub(crate) fn plan<'a>(
         match check(post, existing, &planned) {
             Err(error) => plan.results[i] = Some(Err(error)),
             Ok(()) => {
-                let payout = post.resolved.payout.as_ref().map(|p| p.as_str());
                 let (mut written, mut found) = (0, 0);
                 for entry in &post.resolved.entries {
+                    let payout = paid_out_by(post, entry);
                     let key = entry.movement.source_key();
                     let fingerprint = entry.movement.fingerprint().to_hex();
                     if existing.contains_key(key) || planned.contains_key(key) {
@@ -149,15 +149,24 @@ pub(crate) fn plan<'a>(
     plan
 }
 
+/// The payout that pays `entry` out, if one does.
+pub(crate) fn paid_out_by<'a>(post: &ResolvedPost<'a>, entry: &MovementEntry) -> Option<&'a str> {
+    post.resolved
+        .payout
+        .as_ref()
+        .filter(|_| entry.paid_out)
+        .map(|p| p.as_str())
+}
+
 /// Whether the job's movements agree with what is posted (or planned) under their keys.
 fn check(
     post: &ResolvedPost<'_>,
     existing: &HashMap<String, Existing>,
     planned: &HashMap<&str, (String, Option<&str>)>,
 ) -> Result<(), PostError> {
-    let payout = post.resolved.payout.as_ref().map(|p| p.as_str());
     let mut seen = std::collections::HashSet::new();
     for entry in &post.resolved.entries {
+        let payout = paid_out_by(post, entry);
         let key = entry.movement.source_key();
         if !seen.insert(key) {
             return Err(PostError::CorruptEvent(format!(

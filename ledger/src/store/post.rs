@@ -17,7 +17,7 @@ use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::failures::FailureRows;
 use crate::store::movements::{
-    Existing, Plan, RACED, ResolvedPost, alias_legacy, lookup_keys, plan,
+    Existing, Plan, RACED, ResolvedPost, alias_legacy, lookup_keys, paid_out_by, plan,
 };
 use crate::store::prepare::{EventRow, Prepared, Ready, prepare};
 
@@ -476,12 +476,12 @@ async fn post_resolved_together<B: PostingRows>(
             .iter()
             .filter_map(|e| entries.get(e.movement.source_key()).copied())
             .collect();
-        if let Some(payout) = &post.resolved.payout {
-            for (entry, &entry_id) in post.resolved.entries.iter().zip(&ids) {
+        for (entry, &entry_id) in post.resolved.entries.iter().zip(&ids) {
+            if let Some(payout_id) = paid_out_by(post, entry) {
                 ties.push(Tie {
                     entry_id,
                     source: source_of(entry.movement.source_key()),
-                    payout_id: payout.as_str(),
+                    payout_id,
                     event_id: post.job.event_id.get(),
                 });
             }

@@ -90,14 +90,15 @@ pub(super) const CHECKS: &[CheckSql] = &[
         postgres: "SELECT 'event ' || e.id || ' -> entry ' || je.id FROM settlement_events e
          JOIN journal_entries je ON je.id = e.posted_entry_id
          WHERE je.source <> e.source
-            OR CASE WHEN e.facts ? 'stripe' OR e.facts ? 'adyen_report' THEN false
+            OR CASE WHEN e.facts ?| ARRAY['stripe', 'adyen_report', 'adyen_sale'] THEN false
                     ELSE je.details IS NOT NULL OR je.kind <> e.kind OR je.movement_id <> e.movement_id END
          ORDER BY e.id",
         sqlite: "SELECT 'event ' || e.id || ' -> entry ' || je.id FROM settlement_events e
          JOIN journal_entries je ON je.id = e.posted_entry_id
          WHERE je.source <> e.source
             OR CASE WHEN json_extract(e.facts, '$.stripe') IS NOT NULL
-                      OR json_extract(e.facts, '$.adyen_report') IS NOT NULL THEN false
+                      OR json_extract(e.facts, '$.adyen_report') IS NOT NULL
+                      OR json_extract(e.facts, '$.adyen_sale') IS NOT NULL THEN false
                     ELSE je.details IS NOT NULL OR je.kind <> e.kind OR je.movement_id <> e.movement_id END
          ORDER BY e.id",
     },

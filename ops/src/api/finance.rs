@@ -1,4 +1,5 @@
-//! `/api/journal`, `/api/journal.csv`, `/api/balances`, `/api/payouts`: what finance reads.
+//! `/api/journal`, `/api/journal.csv`, `/api/balances`, `/api/payouts`, `/api/receivables`:
+//! what finance reads.
 
 use axum::Json;
 use axum::body::Body;
@@ -9,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use chrono::NaiveDate;
 use futures::StreamExt;
 use ledger::finance::{
-    BalanceQuery, BalanceRow, JournalCursor, JournalFilter, JournalPage, PayoutSummary,
-    Reconciliation,
+    BalanceQuery, BalanceRow, JournalCursor, JournalFilter, JournalPage, OpenReceivable,
+    PayoutSummary, RECEIVABLE_DAYS, Reconciliation, open_since,
 };
 use ledger::review::PAGE_LIMIT_MAX;
 use serde::{Deserialize, Serialize};
@@ -182,6 +183,39 @@ pub(super) async fn payouts(
         None
     };
     Ok(Json(PayoutPage { items, next_cursor }))
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ReceivableParams {
+    /// Only receivables open for at least this many days (default 7).
+    days: Option<u32>,
+    limit: Option<u32>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct ReceivablePage {
+    /// Oldest first.
+    items: Vec<OpenReceivable>,
+}
+
+/// Receivables never cleared: sales captured (an Adyen `CAPTURE`) that no settlement line has
+/// settled after `days` days, or settled for another amount, per capture and currency.
+#[utoipa::path(get, path = "/api/receivables", tag = "finance", params(ReceivableParams),
+    responses((status = 200, body = ReceivablePage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)), security(("bearer" = [])))]
+pub(super) async fn receivables(
+    Reader(_): Reader,
+    State(state): State<ApiState>,
+    params: Result<Query<ReceivableParams>, QueryRejection>,
+) -> Result<Json<ReceivablePage>, ApiError> {
+    let params = query(params)?;
+    let limit = params.limit.unwrap_or(100).clamp(1, 1000);
+    let cutoff = open_since(params.days.unwrap_or(RECEIVABLE_DAYS));
+    let items = state
+        .store
+        .open_receivables(&state.rules.receivables_accounts(), cutoff, limit)
+        .await?;
+    Ok(Json(ReceivablePage { items }))
 }
 
 /// A payout beside the settled items carrying its id.

@@ -92,6 +92,7 @@ fn documented(state: ApiState) -> (Router, OpenApiDocument) {
         .routes(routes!(finance::balances))
         .routes(routes!(finance::payouts))
         .routes(routes!(finance::reconciliation))
+        .routes(routes!(finance::receivables))
         .with_state(state)
         .split_for_parts();
     (router, document)

@@ -1,8 +1,8 @@
 //! `settle demo`: a realistic run on a fresh embedded database. It starts the whole system,
 //! sends signed deliveries the way Stripe, Adyen and a Standard Webhooks sender would (normal
 //! events, redeliveries, a reformatted redelivery, a conflicting one, a payout that fails after
-//! being paid, an invalid event, an event whose job keeps failing), waits for the workers, and
-//! shows what happened. It exits 0 only if the outcome is the one the scenario expects. Its
+//! being paid, an invalid event, an event whose job keeps failing, an Adyen capture and the
+//! settlement batch that settles it), waits for the workers, and shows what happened. It exits 0 only if the outcome is the one the scenario expects. Its
 //! logs go to a file in its directory, so the terminal tells the story only; with
 //! `--keep-running` its server stays up afterwards, with a token to open its dashboard.
 
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use base64::Engine;
-use ledger::finance::{BalanceQuery, JournalFilter, ReconciliationStatus};
+use ledger::finance::{BalanceQuery, JournalFilter, ReconciliationStatus, open_since};
 use ledger::review::{DeadLetterFilter, DeadLetterState, PageRequest};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::table::{self, or_dash};
 use crate::app::{App, Role};
 use crate::config::{Config, LogFormat};
+use crate::fake_adyen::FakeReports;
 use crate::fake_stripe::{FakeStripe, fixture};
 use crate::sign;
 
@@ -27,10 +28,24 @@ const EXPECTED_RECORDED: usize = 14;
 const EXPECTED_DUPLICATES: usize = 3;
 const EXPECTED_CONFLICTS: usize = 1;
 const EXPECTED_IGNORED: usize = 3;
-const EXPECTED_POSTED: i64 = 11;
+const EXPECTED_POSTED: i64 = 16;
 const EXPECTED_DEAD_LETTERS: usize = 2;
 /// The Stripe payout the scenario reconciles.
 const STRIPE_PAYOUT: &str = "po_demo_1";
+/// The Adyen settlement batch the scenario posts and reconciles, and its report.
+const ADYEN_BATCH: &str = "TestMerchant:batch:1";
+const ADYEN_REPORT: &str = "settlement_detail_report_batch_1.csv";
+/// The report, in the shape of `fixtures/adyen` (see its SOURCES.md): the notified EUR capture
+/// settled with its fees, a USD payment (automatic capture, never notified) settled in EUR, a
+/// refund, the month's fee and the payout of the rest.
+const ADYEN_REPORT_CSV: &str = "\
+Company Account,Merchant Account,Psp Reference,Merchant Reference,Payment Method,Creation Date,TimeZone,Type,Modification Reference,Gross Currency,Gross Debit (GC),Gross Credit (GC),Exchange Rate,Net Currency,Net Debit (NC),Net Credit (NC),Commission (NC),Markup (NC),Scheme Fees (NC),Interchange (NC),Payment Method Variant,Modification Merchant Reference,Batch Number
+DemoCo,TestMerchant,psp_payment_1,order-42,visa,2026-11-30 12:05:00,CET,Settled,psp_capture_1,EUR,,42.00,1,EUR,,40.90,,0.10,0.20,0.80,visaclassic,,1
+DemoCo,TestMerchant,psp_payment_2,order-43,mc,2026-11-30 13:10:00,CET,Settled,psp_capture_2,USD,,25.00,0.92,EUR,,22.60,0.40,,,,mccredit,,1
+DemoCo,TestMerchant,psp_payment_1,order-42,visa,2026-11-30 15:00:00,CET,Refunded,psp_refund_1,EUR,10.00,,1,EUR,10.00,,,,,,visaclassic,refund-42,1
+DemoCo,TestMerchant,,,,2026-11-30 23:00:00,CET,Fee,Transaction Fees November 2026,EUR,,,,EUR,1.50,,,,,,,,1
+DemoCo,TestMerchant,,,,2026-12-01 02:00:00,CET,MerchantPayout,\"TX0000000001XT batch 1, TestMerchant\",EUR,,,,EUR,52.00,,,,,,,,1
+";
 
 /// The deliveries' outcomes as their senders saw them.
 #[derive(Debug, Default)]
@@ -66,6 +81,8 @@ struct Sender {
     standard_secret: String,
     stripe_secret: String,
     adyen_key: String,
+    /// Where the fake Adyen report server serves the batch's report.
+    adyen_report_url: String,
 }
 
 impl Sender {
@@ -218,6 +235,11 @@ pub async fn run(dir: Option<PathBuf>, keep_running: bool) -> anyhow::Result<()>
         .context("cannot start the fake Stripe API")?;
     stock_fake_stripe(&fake_stripe);
     let adyen_key = hex::encode(random_bytes()).to_uppercase();
+    let report_password = hex::encode(random_bytes());
+    let fake_adyen = FakeReports::start("report@Company.DemoCo", &report_password)
+        .await
+        .context("cannot start the fake Adyen report server")?;
+    fake_adyen.put(ADYEN_REPORT, ADYEN_REPORT_CSV.as_bytes().to_vec());
     let config = Config::from_toml(&format!(
         r#"
         listen = "127.0.0.1:0"
@@ -242,6 +264,10 @@ pub async fn run(dir: Option<PathBuf>, keep_running: bool) -> anyhow::Result<()>
         name = "adyen"
         provider = "adyen"
         secrets = ["{adyen_key}"]
+        money_from = "reports"
+        report_user = "report@Company.DemoCo"
+        report_password = "{report_password}"
+        report_hosts = ["{adyen_host}"]
         [[tokens]]
         name = "demo"
         role = "ops"
@@ -249,6 +275,7 @@ pub async fn run(dir: Option<PathBuf>, keep_running: bool) -> anyhow::Result<()>
         "#,
         db = database.display(),
         stripe_api = fake_stripe.url(),
+        adyen_host = fake_adyen.host(),
     ))?;
     println!(
         "settle demo: a fresh embedded database at {}",
@@ -258,6 +285,10 @@ pub async fn run(dir: Option<PathBuf>, keep_running: bool) -> anyhow::Result<()>
     println!(
         "             Stripe's API is a fake in this process at {} (the demo runs offline)",
         fake_stripe.url()
+    );
+    println!(
+        "             so is Adyen's report download, at {}",
+        fake_adyen.host()
     );
     let app = App::build(&config, Role::Serve).await?;
     let store = app.store().clone();
@@ -271,6 +302,7 @@ pub async fn run(dir: Option<PathBuf>, keep_running: bool) -> anyhow::Result<()>
         standard_secret,
         stripe_secret,
         adyen_key,
+        adyen_report_url: fake_adyen.url("TestMerchant", ADYEN_REPORT),
     };
 
     let mut tally = Tally::default();
@@ -448,15 +480,38 @@ async fn send_scenario(s: &Sender, tally: &mut Tally) -> anyhow::Result<()> {
         sign::adyen_item("REFUND", "psp_refund_1", 1000, "EUR", "true"),
         sign::adyen_item("AUTHORISATION", "psp_auth_1", 4200, "EUR", "true"),
     ];
-    let (status, body) = s.adyen(&items).await?;
-    println!(
-        "  {:<52} {status} {body}",
-        "adyen: batch of CAPTURE, REFUND, AUTHORISATION"
-    );
+    adyen_delivery(
+        s,
+        tally,
+        &items,
+        "adyen: CAPTURE (a receivable), REFUND, AUTHORISATION",
+    )
+    .await?;
+    let mut report = sign::adyen_item("REPORT_AVAILABLE", ADYEN_REPORT, 0, "EUR", "true");
+    report["reason"] = json!(s.adyen_report_url);
+    adyen_delivery(
+        s,
+        tally,
+        &[report],
+        "adyen: REPORT_AVAILABLE settlement batch 1",
+    )
+    .await
+}
+
+/// Sends one Adyen delivery; Adyen's answer says nothing of what was recorded, so each delivery
+/// records one event (the REFUND's money is the report's, an AUTHORISATION is no money).
+async fn adyen_delivery(
+    s: &Sender,
+    tally: &mut Tally,
+    items: &[Value],
+    label: &str,
+) -> anyhow::Result<()> {
+    let (status, body) = s.adyen(items).await?;
+    println!("  {label:<52} {status} {body}");
     if (status, body.as_str()) == (200, "[accepted]") {
-        tally.recorded += 2;
+        tally.recorded += 1;
     } else {
-        tally.other.push(format!("adyen: {status} {body}"));
+        tally.other.push(format!("{label}: {status} {body}"));
     }
     Ok(())
 }
@@ -575,6 +630,31 @@ async fn report(store: &ledger::Store, tally: &Tally) -> anyhow::Result<()> {
         );
     }
 
+    println!("\nreconciliation of Adyen batch {ADYEN_BATCH} (its settlement details report)");
+    let batch = store.reconciliation(ADYEN_BATCH).await?;
+    let batch_matched = batch.as_ref().map(|r| r.status) == Some(ReconciliationStatus::Matched);
+    if let Some(r) = &batch {
+        println!(
+            "  {:?}: payout {} {}, {} lines, net {}, difference {}",
+            r.status,
+            r.payout_amount.as_deref().unwrap_or("-"),
+            r.currency.as_deref().unwrap_or(""),
+            r.items.len(),
+            r.items_net,
+            r.difference
+        );
+    }
+    let receivables = store
+        .open_receivables(&["receivables:adyen".to_owned()], open_since(0), 50)
+        .await?;
+    println!(
+        "  receivables still open: {}",
+        match receivables.len() {
+            0 => "none (each sale settled by its report line)".to_owned(),
+            n => n.to_string(),
+        }
+    );
+
     println!("\ndead letters (a person decides)");
     let rows: Vec<Vec<String>> = dead
         .items
@@ -629,7 +709,13 @@ async fn report(store: &ledger::Store, tally: &Tally) -> anyhow::Result<()> {
         journal.items.len() as i64,
         dead.items.len(),
     );
-    if got != expected || !tally.other.is_empty() || !failed.is_empty() || !matched {
+    if got != expected
+        || !tally.other.is_empty()
+        || !failed.is_empty()
+        || !matched
+        || !batch_matched
+        || !receivables.is_empty()
+    {
         bail!(
             "the demo did not end as expected: got {got:?}, expected {expected:?}; unexpected answers: {:?}",
             tally.other

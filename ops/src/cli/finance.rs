@@ -91,6 +91,19 @@ pub enum ReconcileCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Receivables never cleared: sales captured (Adyen `CAPTURE`) that no settlement line has
+    /// settled after DAYS days, or settled for another amount. Exits 1 when there are any.
+    Receivables {
+        /// Only those open for at least this many days.
+        #[arg(long, default_value_t = ledger::finance::RECEIVABLE_DAYS)]
+        days: u32,
+        /// At most this many.
+        #[arg(long, default_value_t = 1000)]
+        limit: u32,
+        /// Machine-readable output (JSON) on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub async fn journal(store: &Store, command: JournalCommand) -> anyhow::Result<()> {
@@ -192,8 +205,56 @@ pub async fn balances(
     Ok(())
 }
 
-pub async fn reconcile(store: &Store, command: ReconcileCommand) -> anyhow::Result<()> {
+pub async fn reconcile(
+    store: &Store,
+    rules: &PostingRules,
+    command: ReconcileCommand,
+) -> anyhow::Result<()> {
     match command {
+        ReconcileCommand::Receivables { days, limit, json } => {
+            let open = store
+                .open_receivables(
+                    &rules.receivables_accounts(),
+                    ledger::finance::open_since(days),
+                    limit,
+                )
+                .await?;
+            if json {
+                table::json(&open)?;
+            } else {
+                let rows: Vec<Vec<String>> = open
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.since.to_string(),
+                            r.source.clone(),
+                            r.capture.clone(),
+                            r.outstanding.clone(),
+                            r.currency.clone(),
+                            or_dash(r.reference.as_ref()),
+                        ]
+                    })
+                    .collect();
+                table::print(
+                    &[
+                        "SINCE",
+                        "SOURCE",
+                        "CAPTURE",
+                        "OUTSTANDING",
+                        "CUR",
+                        "REFERENCE",
+                    ],
+                    &rows,
+                );
+            }
+            if !open.is_empty() {
+                bail!(
+                    "{} receivable(s) open for {days} day(s) or more",
+                    open.len()
+                );
+            }
+            Ok(())
+        }
         ReconcileCommand::Payout { id, json } => {
             let reconciliation = store
                 .reconciliation(&id)

@@ -329,8 +329,9 @@ async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<
             .await
         }
         Command::Reconcile { command } => {
+            let rules = config.posting_rules();
             with_store(&config, |store| async move {
-                finance::reconcile(&store, command).await
+                finance::reconcile(&store, &rules, command).await
             })
             .await
         }

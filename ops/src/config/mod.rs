@@ -373,6 +373,11 @@ impl SourceConfig {
                 "source {name}: report credentials are set but money_from is not \"reports\": set money_from = \"reports\" (the money notifications are then not booked, so nothing is booked twice)"
             );
         }
+        if self.money_from == Some(MoneyFrom::Reports) && !(user || key) {
+            bail!(
+                "source {name}: money_from = \"reports\" needs report credentials (report_user_env + report_password_env, or api_key_env) to download the reports"
+            );
+        }
         Ok(())
     }
 
@@ -699,6 +704,10 @@ mod tests {
             (
                 "[[sources]]\nname = \"a\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\nmoney_from = \"reports\"\nreport_user = \"u\"",
                 "one of report_password",
+            ),
+            (
+                "[[sources]]\nname = \"a\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\nmoney_from = \"reports\"",
+                "needs report credentials",
             ),
             (
                 "[[sources]]\nname = \"a\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\nreport_hosts = [\"https://x/path\"]",

@@ -7,19 +7,20 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tests::TestApp;
-use tests::adyen::{FakeReports, Fault, fixture, report_available, report_of};
+use tests::adyen::{FakeReports, Fault, fake_reports, fixture, report_available, report_of};
 use tests::app::{AppOptions, Backend, OPS_TOKEN, spawn};
 
 tests::on_both_backends!(
     a_report_posts_each_line_once_in_the_net_currency_and_each_batch_reconciles,
     bad_reports_post_nothing_and_transient_failures_retry,
     a_report_of_several_chunks_posted_twice_at_once_posts_each_line_once,
+    receivables_are_cleared_taken_back_or_listed_and_a_report_disagreeing_with_a_capture_posts_nothing,
 );
 
 const MERCHANT: &str = "SettleShop";
 
 async fn app(backend: Backend) -> (TestApp, Arc<FakeReports>) {
-    let reports = Arc::new(FakeReports::start().await);
+    let reports = Arc::new(fake_reports().await);
     let app = spawn(AppOptions {
         adyen_reports: Some(reports.host()),
         ..AppOptions::on(backend)
@@ -64,10 +65,16 @@ async fn a_report_posts_each_line_once_in_the_net_currency_and_each_batch_reconc
     // downloads run at once, and each line still posts once.
     let copy = "settlement_detail_report_batch_7_copy.csv";
     reports.put(copy, fixture(seven));
-    // The capture the report's first line settles, notified first: a source booking reports does
-    // not book it again from the notification.
+    // The capture the report's first line settles, notified first: its sale is booked from the
+    // notification, and the report's line finds it booked (the same sale) and clears it.
     let capture = tests::sign::adyen_item("CAPTURE", "8816000000000101", 10_000, "EUR", "true");
     assert_eq!(app.post_adyen(&[capture]).await.status().as_u16(), 200);
+    app.wait_settled(30).await;
+    assert_eq!(
+        app.lines_of("8816000000000101").await,
+        ["receivables:adyen EUR 100", "sales EUR -100"],
+        "a receivable in the shopper's currency"
+    );
     announce(&app, &reports, seven).await;
     announce(&app, &reports, copy).await;
     announce(&app, &reports, eight).await;
@@ -79,27 +86,47 @@ async fn a_report_posts_each_line_once_in_the_net_currency_and_each_batch_reconc
         "eight lines of batch 7, two of batch 8"
     );
     assert_eq!(
-        app.count("journal_entries").await,
-        10,
-        "nothing but the reports' lines: the notified capture is the report's first line"
+        app.texts(
+            "SELECT source_key FROM journal_entries WHERE source_key LIKE 'adyen/sale/%' ORDER BY 1"
+        )
+        .await,
+        [
+            "adyen/sale/8816000000000101",
+            "adyen/sale/8816000000000102",
+            "adyen/sale/8816000000000104"
+        ],
+        "one sale per Settled line, the notified one not booked again"
     );
-    assert_eq!(
-        app.scalar("SELECT count(*) FROM settlement_events WHERE external_id LIKE 'CAPTURE:%'")
-            .await,
-        0
-    );
+    assert_eq!(app.count("journal_entries").await, 13);
     let (state, _) = app.event_state(&format!("REPORT_AVAILABLE:{copy}")).await;
     assert_eq!(
         state, "posted",
         "the copy's event is posted, with nothing new"
     );
-    // The USD payment of batch 7 is booked in EUR, as Adyen settled it, with its commission.
+    assert_eq!(
+        app.lines_of("8816000000000101").await,
+        [
+            "receivables:adyen EUR 100",
+            "sales EUR -100",
+            "adyen:balance EUR 97.9",
+            "fees:adyen:interchange EUR 1.8",
+            "fees:adyen:markup EUR 0.1",
+            "fees:adyen:scheme_fees EUR 0.2",
+            "receivables:adyen EUR -100"
+        ]
+    );
+    // The USD payment of batch 7: sold in USD, settled in EUR with its commission, the
+    // conversion through the FX clearing account in each currency.
     assert_eq!(
         app.lines_of("8816000000000102").await,
         [
+            "receivables:adyen USD 50",
+            "sales USD -50",
             "adyen:balance EUR 45",
             "fees:adyen:commission EUR 1",
-            "sales EUR -46"
+            "fx:adyen EUR -46",
+            "fx:adyen USD 50",
+            "receivables:adyen USD -50"
         ]
     );
     // The chargeback: its fee, the disputed amount, the balance debited.
@@ -111,13 +138,27 @@ async fn a_report_posts_each_line_once_in_the_net_currency_and_each_batch_reconc
             "disputes:adyen EUR 30"
         ]
     );
-    let currencies = app
+    let balance_currencies = app
         .texts(
             "SELECT DISTINCT l.currency FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
-             WHERE e.source_key LIKE 'adyen/settlement/SettleShop/7/%' ORDER BY 1",
+             WHERE e.source_key LIKE 'adyen/settlement/SettleShop/7/%' AND l.account = 'adyen:balance'
+             ORDER BY 1",
         )
         .await;
-    assert_eq!(currencies, ["EUR"], "batch 7 settles in EUR only");
+    assert_eq!(balance_currencies, ["EUR"], "batch 7 settles in EUR only");
+    let (status, open) = app
+        .api_get("/api/receivables?days=0", Some(OPS_TOKEN))
+        .await;
+    assert_eq!(status, 200, "{open}");
+    assert_eq!(open["items"], serde_json::json!([]), "every sale settled");
+
+    // The capture of a line already posted, notified late: the same sale, nothing new.
+    let late = tests::sign::adyen_item("CAPTURE", "8816000000000102", 5_000, "USD", "true");
+    assert_eq!(app.post_adyen(&[late]).await.status().as_u16(), 200);
+    app.wait_settled(30).await;
+    let (state, _) = app.event_state("CAPTURE:8816000000000102").await;
+    assert_eq!(state, "posted");
+    assert_eq!(app.count("journal_entries").await, 13);
 
     let seven_reconciled = reconciliation(&app, 7).await;
     assert_eq!(seven_reconciled["status"], "matched", "{seven_reconciled}");
@@ -143,6 +184,94 @@ async fn a_report_posts_each_line_once_in_the_net_currency_and_each_batch_reconc
     );
     assert_eq!(reports.downloads().len(), downloads);
     assert_eq!(report_entries(&app).await, 10);
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
+
+/// A notification item of `days_ago` days ago, signed as Adyen signs it.
+fn item_at(code: &str, psp: &str, value: i64, currency: &str, days_ago: i64) -> Value {
+    let mut item = tests::sign::adyen_item(code, psp, value, currency, "true");
+    let at = chrono::Utc::now() - chrono::Duration::days(days_ago);
+    item["eventDate"] = Value::from(at.to_rfc3339());
+    item
+}
+
+async fn receivables(app: &TestApp, days: u32) -> Vec<(String, String, String)> {
+    let (status, body) = app
+        .api_get(&format!("/api/receivables?days={days}"), Some(OPS_TOKEN))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|r| {
+            let text = |key: &str| r[key].as_str().unwrap_or_default().to_owned();
+            (text("capture"), text("currency"), text("outstanding"))
+        })
+        .collect()
+}
+
+async fn receivables_are_cleared_taken_back_or_listed_and_a_report_disagreeing_with_a_capture_posts_nothing(
+    backend: Backend,
+) {
+    let (app, reports) = app(backend).await;
+    let items = [
+        // Captured ten days ago and never settled.
+        item_at("CAPTURE", "8816000000000901", 2_500, "EUR", 10),
+        // Captured, then the capture failed: nothing is owed.
+        item_at("CAPTURE", "8816000000000902", 1_200, "EUR", 10),
+        item_at("CAPTURE_FAILED", "8816000000000902", 1_200, "EUR", 10),
+        // Batch 8's payment, notified for 10.01 GBP where the report settles 10.00.
+        item_at("CAPTURE", "8816000000000104", 1_001, "GBP", 0),
+        // Booked from the report: no entry of its own.
+        item_at("REFUND", "8816000000000201", 2_000, "EUR", 0),
+    ];
+    assert_eq!(app.post_adyen(&items).await.status().as_u16(), 200);
+    app.wait_settled(30).await;
+    // Posted in whichever order their jobs ran.
+    let mut taken_back = app.lines_of("8816000000000902").await;
+    taken_back.sort();
+    assert_eq!(
+        taken_back,
+        [
+            "receivables:adyen EUR -12",
+            "receivables:adyen EUR 12",
+            "sales EUR -12",
+            "sales EUR 12"
+        ]
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM settlement_events WHERE external_id LIKE 'REFUND:%'")
+            .await,
+        0
+    );
+    assert_eq!(
+        receivables(&app, 7).await,
+        [(
+            "8816000000000901".to_owned(),
+            "EUR".to_owned(),
+            "25.00".to_owned()
+        )],
+        "open for ten days; the failed capture cleared, today's not yet late"
+    );
+    assert_eq!(receivables(&app, 30).await, []);
+    assert_eq!(receivables(&app, 0).await.len(), 2);
+
+    let eight = "settlement_detail_report_batch_8.csv";
+    reports.put(eight, fixture(eight));
+    announce(&app, &reports, eight).await;
+    app.wait_settled(60).await;
+    let (state, code) = app.event_state(&format!("REPORT_AVAILABLE:{eight}")).await;
+    assert_eq!(
+        (state.as_str(), code.as_deref()),
+        ("abandoned", Some("source_replay_conflict")),
+        "the report and the notification disagree on the sale: a person decides"
+    );
+    assert_eq!(
+        report_entries(&app).await,
+        0,
+        "nothing of the report posted"
+    );
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }
 
@@ -257,17 +386,48 @@ async fn a_report_cut_short_is_downloaded_again_whole() {
 }
 
 /// 1,200 payments and the payout: three chunks (of 500 lines, each its own transaction), posted
-/// by two jobs at once (the same batch announced under two names), each line once.
+/// by two jobs at once (the same batch announced under two names) while a quarter of the
+/// payments' captures are notified, each line and each sale once.
 async fn a_report_of_several_chunks_posted_twice_at_once_posts_each_line_once(backend: Backend) {
     let (app, reports) = app(backend).await;
     let report = report_of(1_200, 9);
     reports.put("settlement_detail_report_batch_9.csv", report.clone());
     reports.put("settlement_detail_report_batch_9_again.csv", report);
-    announce(&app, &reports, "settlement_detail_report_batch_9.csv").await;
-    announce(&app, &reports, "settlement_detail_report_batch_9_again.csv").await;
+    // The captures of 300 of its lines, notified while the report is being posted: each sale is
+    // booked by whichever of the two gets there first, once.
+    let captures: Vec<Value> = (0..300)
+        .map(|i| {
+            tests::sign::adyen_item("CAPTURE", &format!("89{:014}", i * 4), 1_000, "EUR", "true")
+        })
+        .collect();
+    let notify = async {
+        for chunk in captures.chunks(50) {
+            assert_eq!(app.post_adyen(chunk).await.status().as_u16(), 200);
+        }
+    };
+    let announcements = async {
+        announce(&app, &reports, "settlement_detail_report_batch_9.csv").await;
+        announce(&app, &reports, "settlement_detail_report_batch_9_again.csv").await;
+    };
+    tokio::join!(notify, announcements);
     app.wait_settled(120).await;
     assert_eq!(report_entries(&app).await, 1_201);
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE source_key LIKE 'adyen/sale/%'")
+            .await,
+        1_200,
+        "each sale once"
+    );
     assert_eq!(app.count("dead_letters").await, 0);
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM settlement_events WHERE status = 'posted'")
+            .await,
+        302
+    );
+    let (status, open) = app
+        .api_get("/api/receivables?days=0", Some(OPS_TOKEN))
+        .await;
+    assert_eq!((status, &open["items"]), (200, &serde_json::json!([])));
     let reconciled = reconciliation(&app, 9).await;
     assert_eq!(reconciled["status"], "matched", "{reconciled}");
     assert_eq!(reconciled["payout_amount"], "11700.00");

@@ -30,7 +30,7 @@ async fn settle_demo_ends_as_expected_and_starts_clean_each_time() {
             "run {run}:\n{stdout}"
         );
         assert!(
-            stdout.contains("journal entries 11   dead letters 2"),
+            stdout.contains("journal entries 16   dead letters 2"),
             "run {run}:\n{stdout}"
         );
         assert!(
@@ -41,6 +41,11 @@ async fn settle_demo_ends_as_expected_and_starts_clean_each_time() {
         assert!(
             stdout.contains("Matched: payout 60.37 USD, 4 items"),
             "the Stripe payout reconciles from its listing: {stdout}"
+        );
+        assert!(
+            stdout.contains("Matched: payout 52.00 EUR, 4 lines")
+                && stdout.contains("receivables still open: none"),
+            "the Adyen batch reconciles and settles its sales: {stdout}"
         );
         // The story only: no log line on the terminal, the log in a file whose path is printed.
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -67,7 +72,7 @@ async fn settle_demo_ends_as_expected_and_starts_clean_each_time() {
             .lines()
             .filter_map(|line| line.split_whitespace().next()?.parse().ok())
             .collect();
-        assert_eq!(entries, (1..=11).collect::<Vec<i64>>(), "{journal}");
+        assert_eq!(entries, (1..=16).collect::<Vec<i64>>(), "{journal}");
         assert!(stdout.contains("settle demo --keep-running"));
     }
 }
@@ -128,7 +133,7 @@ async fn the_demo_kept_running_opens_its_dashboard_with_the_printed_token() {
         .expect("the API");
     assert_eq!(journal.status().as_u16(), 200, "the printed token opens it");
     let body: serde_json::Value = journal.json().await.expect("json");
-    assert_eq!(body["items"].as_array().map(Vec::len), Some(11));
+    assert_eq!(body["items"].as_array().map(Vec::len), Some(16));
 
     let pid = demo.id().expect("pid").to_string();
     let status = std::process::Command::new("kill")

@@ -63,15 +63,10 @@ pub(crate) async fn post_report(
                 end = true;
                 break;
             };
-            let entry = entry(
-                &line.map_err(report_error)?,
-                source,
-                &batch,
-                &payout,
-                &accounts,
-            )
-            .map_err(report_error)?;
-            entries.extend(entry);
+            let line = line.map_err(report_error)?;
+            entries.extend(
+                line_entries(&line, source, &batch, &payout, &accounts).map_err(report_error)?,
+            );
         }
         let resolved = Resolved {
             entries,
@@ -137,8 +132,11 @@ fn check(
     let provisional = payout_of("0")?;
     let mut lines = 0u64;
     while let Some(line) = report.next_line() {
-        line.and_then(|line| line.movement(source, "0", &provisional))
-            .map_err(report_error)?;
+        line.and_then(|line| {
+            line.movement(source, "0", &provisional)?;
+            line.sale(source)
+        })
+        .map_err(report_error)?;
         lines += 1;
     }
     if lines == 0 {
@@ -149,20 +147,27 @@ fn check(
     Ok((batch, payout))
 }
 
-/// A line's movement and its drafted entry; a line that moves no money posts nothing.
-fn entry(
+/// A line's entries: the sale a `Settled` line settles (booked once, here or by its `CAPTURE`
+/// notification, whichever comes first; not paid out by the batch), then the line's own movement
+/// (none for a line that moves no money), paid out by the batch.
+fn line_entries(
     line: &ReportLine,
     source: &SourceName,
     batch: &str,
     payout: &PayoutId,
     accounts: &Accounts,
-) -> Result<Option<MovementEntry>, ReportError> {
-    let movement = line.movement(source, batch, payout)?;
-    if movement.is_zero() {
-        return Ok(None);
+) -> Result<Vec<MovementEntry>, ReportError> {
+    let mut entries = Vec::with_capacity(2);
+    if let Some(sale) = line.sale(source)? {
+        let draft = posting::draft_receivable(&sale, accounts);
+        entries.push(MovementEntry::unpaid(sale, draft));
     }
-    let draft = posting::draft_movement(&movement, accounts);
-    Ok(Some(MovementEntry { movement, draft }))
+    let movement = line.movement(source, batch, payout)?;
+    if !movement.is_zero() {
+        let draft = posting::draft_movement(&movement, accounts);
+        entries.push(MovementEntry::new(movement, draft));
+    }
+    Ok(entries)
 }
 
 /// A report's own fault: permanent, nothing of it posted.

@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use ledger::adyen::AdyenSaleTrigger;
 use ledger::job::ProviderError;
 use ledger::movement::{MovementEntry, Resolved};
 use ledger::posting::{self, Accounts};
@@ -13,6 +14,27 @@ use serde_json::Value;
 
 use super::ProviderApis;
 use super::stripe::StripeApi;
+
+/// An Adyen sale (or its failure) as its notification names it: no call to make, one movement,
+/// a receivable in the shopper's currency that the report's `Settled` line clears.
+pub(crate) fn resolve_sale(
+    rules: &PostingRules,
+    source: &SourceName,
+    trigger: &AdyenSaleTrigger,
+) -> Result<Resolved, PostError> {
+    let movement = trigger.movement(source).map_err(|error| {
+        ProviderError::Facts(format!(
+            "{} {}: {error}",
+            trigger.event_code, trigger.psp_reference
+        ))
+    })?;
+    let draft = posting::draft_receivable(&movement, &rules.accounts(source));
+    Ok(Resolved {
+        entries: vec![MovementEntry::new(movement, draft)],
+        payout: None,
+        partial: false,
+    })
+}
 
 /// Fetches what a Stripe `trigger` names and drafts an entry for each movement.
 pub(crate) async fn resolve(
@@ -137,7 +159,7 @@ fn draft(
             continue;
         }
         let draft = posting::draft_movement(&movement, &accounts);
-        entries.push(MovementEntry { movement, draft });
+        entries.push(MovementEntry::new(movement, draft));
     }
     let payout = trigger
         .payout_listing

@@ -11,7 +11,8 @@ use sqlx::sqlite::SqliteRow;
 use super::SqliteStore;
 use crate::finance::{
     BalanceQuery, BalanceRow, EntryView, JournalCursor, JournalFilter, JournalPage, LineView,
-    PayoutSummary, Reconciliation, ReconciliationItem, balance_effect, exact, reconcile,
+    OpenReceivable, PayoutSummary, ReceivableRow, Reconciliation, ReconciliationItem,
+    balance_effect, exact, reconcile,
 };
 use crate::store::StoreError;
 
@@ -64,6 +65,42 @@ impl SqliteStore {
                 account,
                 currency,
             })
+            .collect())
+    }
+
+    pub(in crate::store) async fn open_receivables(
+        &self,
+        accounts: &[String],
+        since_on_or_before: NaiveDate,
+        limit: u32,
+    ) -> Result<Vec<OpenReceivable>, StoreError> {
+        let accounts =
+            serde_json::to_string(accounts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let rows: Vec<ReceivableRow<i64>> = sqlx::query_as(
+            "SELECT je.source, je.movement_id, l.account, l.currency, sum(l.amount_minor),
+                        min(je.effective_date), max(je.reference)
+                 FROM journal_lines l JOIN journal_entries je ON je.id = l.entry_id
+                 WHERE l.account IN (SELECT value FROM json_each(?1))
+                 GROUP BY je.source, je.movement_id, l.account, l.currency
+                 HAVING sum(l.amount_minor) <> 0 AND min(je.effective_date) <= ?2
+                 ORDER BY min(je.effective_date), je.source, je.movement_id, l.currency
+                 LIMIT ?3",
+        )
+        .bind(&accounts)
+        .bind(since_on_or_before)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(source, capture, account, currency, minor, since, reference)| {
+                    let amount = major(minor, &currency);
+                    OpenReceivable::from_row((
+                        source, capture, account, currency, amount, since, reference,
+                    ))
+                },
+            )
             .collect())
     }
 }
