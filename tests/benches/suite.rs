@@ -803,7 +803,8 @@ async fn part_stripe(results: &mut serde_json::Map<String, Value>) {
 
 /// 6: one Adyen settlement details report of `lines` lines (every line a settled payment, then
 /// the batch's payout), announced through a `settle ingress` and posted by one `settle worker` at
-/// the defaults: the time from the announcement to the last line posted, and the worker's peak
+/// the defaults: the time from the announcement to the last line posted (each payment's sale and
+/// its settlement, 2 × lines + 1 entries), and the worker's peak
 /// memory (the report is streamed to a file and posted in chunks, never held whole).
 async fn part_adyen(results: &mut serde_json::Map<String, Value>) {
     let lines = std::env::var("BENCH_ADYEN_LINES")
@@ -841,7 +842,9 @@ async fn part_adyen(results: &mut serde_json::Map<String, Value>) {
         .await
         .expect("announce");
     assert_eq!(answer.status().as_u16(), 200);
-    wait_for_entries(&db.url, lines as i64 + 1, Duration::from_secs(1800)).await;
+    // Every line's entry, and each settled payment's sale (no CAPTURE was notified: the report
+    // books it) beside its settlement.
+    wait_for_entries(&db.url, 2 * lines as i64 + 1, Duration::from_secs(1800)).await;
     let elapsed = started.elapsed();
     let rss = peak_rss_kib(&worker);
     drop(worker);

@@ -256,6 +256,33 @@ async fn receivables_are_cleared_taken_back_or_listed_and_a_report_disagreeing_w
     );
     assert_eq!(receivables(&app, 30).await, []);
     assert_eq!(receivables(&app, 0).await.len(), 2);
+    // The same from the command line, which fails while any is late (for a daily check).
+    let scratch = tests::process::Scratch::new();
+    let config = scratch.write(
+        "settle.toml",
+        &tests::app::config_toml(
+            &app.database_url(),
+            &AppOptions {
+                adyen_reports: Some(reports.host()),
+                ..AppOptions::on(backend)
+            },
+        ),
+    );
+    let url = app.database_url();
+    let (ok, out) = tests::process::run_settle(
+        &config,
+        &url,
+        &["reconcile", "receivables", "--days", "7", "--json"],
+    )
+    .await;
+    let listed: Value = serde_json::from_str(&out).expect("json");
+    assert!(!ok, "a late receivable fails the check: {out}");
+    assert_eq!(listed[0]["capture"], "8816000000000901", "{out}");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{out}");
+    let (ok, out) =
+        tests::process::run_settle(&config, &url, &["reconcile", "receivables", "--days", "30"])
+            .await;
+    assert!(ok, "none late by a month: {out}");
 
     let eight = "settlement_detail_report_batch_8.csv";
     reports.put(eight, fixture(eight));
