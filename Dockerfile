@@ -16,9 +16,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /usr/local/bin/settle /usr/local/bin/settle
 WORKDIR /home/nonroot
-# Listen on every interface inside the container; publish the port you want outside.
+# Listen on every interface inside the container. 8080 is the public listener (webhooks,
+# /healthz); 9090 the internal one (API, dashboard, /metrics, /readyz): publish it only on a
+# private network.
 ENV SETTLE_LISTEN=0.0.0.0:8080
-EXPOSE 8080
+ENV SETTLE_OPS_LISTEN=0.0.0.0:9090
+EXPOSE 8080 9090
 # GET /healthz on the listen port, without curl or a shell. A worker serves no HTTP: its
 # container disables this check (deploy/compose.yaml).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \

@@ -21,17 +21,29 @@ use crate::server::{self, HttpSettings};
 /// Which parts of settle a process runs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Role {
-    /// Ingress, workers and the ops API in one process.
+    /// Ingress, workers and the operator plane in one process.
     Serve,
     /// The ingress alone (a fleet member).
     Ingress,
     /// Workers alone (a fleet member); no HTTP.
     Worker,
+    /// The operator plane alone: API, dashboard, metrics (no webhooks, no workers).
+    Console,
 }
 
 impl Role {
-    fn serves_http(self) -> bool {
+    /// Serves webhooks on the public listener.
+    fn serves_webhooks(self) -> bool {
         matches!(self, Role::Serve | Role::Ingress)
+    }
+
+    /// Serves the API and dashboard on the internal listener.
+    fn serves_operators(self) -> bool {
+        matches!(self, Role::Serve | Role::Console)
+    }
+
+    fn serves_http(self) -> bool {
+        self != Role::Worker
     }
 
     fn runs_workers(self) -> bool {
@@ -39,29 +51,51 @@ impl Role {
     }
 }
 
-/// A built, bound, not yet running settle process.
+/// One bound listener and what it serves.
 #[derive(Debug)]
-pub struct App {
-    listener: Option<TcpListener>,
-    store: Store,
+struct Plane {
+    listener: TcpListener,
     router: Router,
-    workers: Option<Workers>,
-    http: HttpSettings,
-    /// What this role serves and where, logged once listening.
+    /// What it serves, logged once listening.
     endpoints: Vec<(&'static str, String)>,
 }
 
+/// A built, bound, not yet running settle process.
+#[derive(Debug)]
+pub struct App {
+    /// `listen`: webhooks and `/healthz`, for the providers (the internet).
+    public: Option<Plane>,
+    /// `ops_listen`: the API, the dashboard, `/metrics` and `/readyz`, for operators and the
+    /// platform (a private network; loopback by default).
+    internal: Option<Plane>,
+    store: Store,
+    workers: Option<Workers>,
+    http: HttpSettings,
+}
+
+/// Connections the internal listener keeps for itself out of the process' cap: operators and
+/// scrapers are few, and a flood on the public listener never locks them out.
+fn internal_share(cap: usize) -> usize {
+    (cap / 16).clamp(8, 256)
+}
+
+async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} ({what})"))
+}
+
 impl App {
-    /// Binds the listener first (port 0 picks a free one), then connects and migrates.
+    /// Binds the listeners first (port 0 picks a free one), then connects and migrates.
     pub async fn build(config: &Config, role: Role) -> anyhow::Result<App> {
         // The recorder first: what is counted before the first scrape must not be lost.
         crate::telemetry::metrics();
-        let listener = match role.serves_http() {
-            true => Some(
-                TcpListener::bind(config.listen)
-                    .await
-                    .with_context(|| format!("cannot listen on {}", config.listen))?,
-            ),
+        let public = match role.serves_webhooks() {
+            true => Some(bind(config.listen, "listen").await?),
+            false => None,
+        };
+        let internal = match role.serves_http() {
+            true => Some(bind(config.ops_listen, "ops_listen").await?),
             false => None,
         };
         let store = Store::connect(&config.database_url, &config.store_options())
@@ -80,9 +114,8 @@ impl App {
         };
         tracing::info!(?role, sources = sources.len(), backend = ?store.kind(), "settle built");
         let worker_health = workers.as_ref().map(Workers::health);
-        let mut router = Router::new()
-            .merge(health::router(store.clone(), worker_health))
-            .merge(
+        let public = public.map(|listener| {
+            let router = health::public_router().merge(
                 Ingress::new(
                     store.clone(),
                     sources,
@@ -91,48 +124,50 @@ impl App {
                 )
                 .router(),
             );
-        if role == Role::Serve {
-            let tokens = Arc::new(config.api_tokens()?);
-            let guard = Arc::new(AuthGuard::new(config.http.auth_failures_per_minute));
-            let timeout = Duration::from_millis(config.http.request_timeout_ms);
-            let api = api::router(ApiState {
-                store: store.clone(),
-                tokens: tokens.clone(),
-                rules: config.posting_rules(),
-                guard: guard.clone(),
-            });
-            let dashboard =
-                crate::dashboard::router(store.clone(), tokens, guard, &config.dashboard);
-            router = router.route(
-                "/",
-                axum::routing::get(|| async { axum::response::Redirect::to("/dashboard") }),
-            );
-            router = router.merge(api.merge(dashboard).layer(axum::middleware::from_fn(
-                move |request, next| request_deadline(timeout, request, next),
-            )));
-        }
-        let router = router.layer(axum::middleware::from_fn(crate::request_id::propagate));
+            Plane {
+                listener,
+                router: router.layer(axum::middleware::from_fn(crate::request_id::propagate)),
+                endpoints: public_endpoints(config),
+            }
+        });
+        let internal = match internal {
+            Some(listener) => Some(Plane {
+                router: internal_router(config, role, &store, worker_health)?
+                    .layer(axum::middleware::from_fn(crate::request_id::propagate)),
+                listener,
+                endpoints: internal_endpoints(role),
+            }),
+            None => None,
+        };
         Ok(App {
-            listener,
+            public,
+            internal,
             store,
-            router,
             workers,
             http: config.http.clone(),
-            endpoints: endpoints(config, role),
         })
     }
 
-    /// The bound address (roles without HTTP have none).
+    /// The public listener's address (webhooks); roles without it have none.
     pub fn local_addr(&self) -> anyhow::Result<SocketAddr> {
-        let listener = self.listener.as_ref().context("this role serves no HTTP")?;
-        Ok(listener.local_addr()?)
+        let plane = self
+            .public
+            .as_ref()
+            .context("this role serves no webhooks")?;
+        Ok(plane.listener.local_addr()?)
+    }
+
+    /// The internal listener's address (API, dashboard, metrics); roles without HTTP have none.
+    pub fn ops_addr(&self) -> anyhow::Result<SocketAddr> {
+        let plane = self.internal.as_ref().context("this role serves no HTTP")?;
+        Ok(plane.listener.local_addr()?)
     }
 
     pub fn store(&self) -> &Store {
         &self.store
     }
 
-    /// Runs until `shutdown` is cancelled: the HTTP server stops taking requests and finishes
+    /// Runs until `shutdown` is cancelled: the HTTP servers stop taking requests and finish
     /// the ones in flight; the workers stop fetching and finish their jobs. A worker role that
     /// cannot start cancels the whole process.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
@@ -146,17 +181,32 @@ impl App {
                 result
             })
         });
-        match self.listener {
-            Some(listener) => {
-                let addr = listener.local_addr()?;
-                for (what, path) in self.endpoints {
+        let planes: Vec<(Plane, bool)> = [(self.public, false), (self.internal, true)]
+            .into_iter()
+            .filter_map(|(plane, internal)| plane.map(|plane| (plane, internal)))
+            .collect();
+        if planes.is_empty() {
+            tracing::info!("no HTTP in this role: it posts recorded events");
+            shutdown.cancelled().await;
+        } else {
+            let cap = server::connections_max(&self.http);
+            let mut servers = tokio::task::JoinSet::new();
+            for (plane, internal) in planes {
+                let addr = plane.listener.local_addr()?;
+                for (what, path) in &plane.endpoints {
                     tracing::info!("{what:<9} http://{addr}{path}");
                 }
-                server::serve(listener, self.router, &self.http, shutdown.clone()).await;
+                let share = match internal {
+                    true => internal_share(cap),
+                    false => cap.saturating_sub(internal_share(cap)).max(1),
+                };
+                let (http, shutdown) = (self.http.clone(), shutdown.clone());
+                servers.spawn(async move {
+                    server::serve(plane.listener, plane.router, &http, share, shutdown).await
+                });
             }
-            None => {
-                tracing::info!("no HTTP in this role: it posts recorded events");
-                shutdown.cancelled().await
+            while let Some(served) = servers.join_next().await {
+                served.context("an HTTP server task panicked")?;
             }
         }
         if let Some(workers) = workers {
@@ -168,29 +218,64 @@ impl App {
     }
 }
 
-/// What a role serves over HTTP, one line each: webhooks (with the configured sources), then the
-/// API and dashboard (`serve` only), metrics and health.
-fn endpoints(config: &Config, role: Role) -> Vec<(&'static str, String)> {
-    if !role.serves_http() {
-        return Vec::new();
+/// The internal listener's routes for `role`: `/metrics` and `/readyz` always; the API and the
+/// dashboard (and `/` sending a browser there) where the role serves operators.
+fn internal_router(
+    config: &Config,
+    role: Role,
+    store: &Store,
+    worker_health: Option<workers::WorkerHealth>,
+) -> anyhow::Result<Router> {
+    let mut router = health::internal_router(store.clone(), worker_health);
+    if role.serves_operators() {
+        let tokens = Arc::new(config.api_tokens()?);
+        let guard = Arc::new(AuthGuard::new(config.http.auth_failures_per_minute));
+        let timeout = Duration::from_millis(config.http.request_timeout_ms);
+        let api = api::router(ApiState {
+            store: store.clone(),
+            tokens: tokens.clone(),
+            rules: config.posting_rules(),
+            guard: guard.clone(),
+        });
+        let dashboard = crate::dashboard::router(store.clone(), tokens, guard, &config.dashboard);
+        router = router.route(
+            "/",
+            axum::routing::get(|| async { axum::response::Redirect::to("/dashboard") }),
+        );
+        router = router.merge(api.merge(dashboard).layer(axum::middleware::from_fn(
+            move |request, next| request_deadline(timeout, request, next),
+        )));
     }
+    Ok(router)
+}
+
+/// What the public listener serves: webhooks (with the configured sources) and health.
+fn public_endpoints(config: &Config) -> Vec<(&'static str, String)> {
     let sources: Vec<String> = config.sources.iter().map(|s| s.name.to_string()).collect();
-    let mut endpoints = vec![(
-        "webhooks",
-        format!(
-            "/webhooks/<source>  (sources: {})",
-            match sources.is_empty() {
-                true => "none configured".to_owned(),
-                false => sources.join(", "),
-            }
+    vec![
+        (
+            "webhooks",
+            format!(
+                "/webhooks/<source>  (sources: {})",
+                match sources.is_empty() {
+                    true => "none configured".to_owned(),
+                    false => sources.join(", "),
+                }
+            ),
         ),
-    )];
-    if role == Role::Serve {
+        ("health", "/healthz".to_owned()),
+    ]
+}
+
+/// What the internal listener serves for `role`.
+fn internal_endpoints(role: Role) -> Vec<(&'static str, String)> {
+    let mut endpoints = Vec::new();
+    if role.serves_operators() {
         endpoints.push(("API", "/api".to_owned()));
         endpoints.push(("dashboard", "/dashboard".to_owned()));
     }
     endpoints.push(("metrics", "/metrics".to_owned()));
-    endpoints.push(("health", "/healthz and /readyz".to_owned()));
+    endpoints.push(("readiness", "/readyz".to_owned()));
     endpoints
 }
 

@@ -1,6 +1,6 @@
-//! `GET /healthz` (the process is up), `GET /readyz` (the database is reachable, every migration
-//! is applied, and this process' workers are running where it runs them), `GET /metrics`
-//! (Prometheus).
+//! `GET /healthz` (the process is up; on the public listener), `GET /readyz` (the database is
+//! reachable, every migration is applied, and this process' workers are running where it runs
+//! them) and `GET /metrics` (Prometheus), both on the internal listener.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,9 +29,14 @@ struct Health {
 /// How old the store's gauges on `/metrics` may be.
 const GAUGES_MAX_AGE: Duration = Duration::from_secs(5);
 
-pub fn router(store: Store, workers: Option<WorkerHealth>) -> Router {
+/// The public listener's health: `/healthz`, which reads nothing (a load balancer's probe).
+pub fn public_router() -> Router {
+    Router::new().route("/healthz", get(healthz))
+}
+
+/// The internal listener's: `/readyz` and `/metrics`, which read the store.
+pub fn internal_router(store: Store, workers: Option<WorkerHealth>) -> Router {
     Router::new()
-        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(Health {

@@ -106,14 +106,15 @@ pub fn connections_max(settings: &HttpSettings) -> usize {
     cap
 }
 
-/// Serves `router` on `listener` until `shutdown`, then drains as described above.
+/// Serves `router` on `listener`, at most `cap` connections at once, until `shutdown`, then
+/// drains as described above.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     settings: &HttpSettings,
+    cap: usize,
     shutdown: CancellationToken,
 ) {
-    let cap = connections_max(settings);
     let permits = Arc::new(Semaphore::new(cap));
     let closing = CancellationToken::new();
     let mut connections = JoinSet::new();

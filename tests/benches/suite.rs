@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tests::TestDb;
 use tests::app::{AppOptions, STANDARD_SECRET, config_toml};
 use tests::db::SqliteFile;
-use tests::process::{Scratch, free_port, spawn_settle};
+use tests::process::{Listen, Scratch, spawn_settle};
 use tokio::process::Child;
 
 const BACKLOG: i64 = 50_000;
@@ -146,23 +146,15 @@ async fn ingress(url: &str, levels: &[(usize, usize)]) -> (Vec<Value>, i64) {
     // The product's default pool (`connections_max = 16`): on two cores more backends only
     // contend (measured: 64 connections gave ~12 % fewer deliveries/s at 32 senders).
     let config = bench_config(&scratch, url, "", "");
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = Listen::new();
     let role = if url.starts_with("sqlite") {
         "serve"
     } else {
         "ingress"
     };
-    let process = spawn_settle(
-        &scratch,
-        "ingress",
-        &config,
-        url,
-        &[role, "--listen", &listen],
-        &[],
-    );
-    let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    let process = spawn_settle(&scratch, "ingress", &config, url, &listen.args(role), &[]);
+    let base = listen.base();
+    wait_ready(&listen.ops_base()).await;
     let mut rows = Vec::new();
     for &(concurrency, deliveries) in levels {
         let report = ops::loadgen::run(load(&base, concurrency, deliveries, 0))
@@ -301,11 +293,11 @@ async fn drain(url: &str, processes: usize, workers: &str) -> (i64, i64) {
     let mut fleet = Vec::new();
     for i in 0..processes {
         let args: Vec<String> = if url.starts_with("sqlite") {
-            vec![
-                "serve".into(),
-                "--listen".into(),
-                format!("127.0.0.1:{}", free_port()),
-            ]
+            Listen::new()
+                .args("serve")
+                .iter()
+                .map(|arg| arg.to_string())
+                .collect()
         } else {
             vec!["worker".into()]
         };
@@ -337,17 +329,17 @@ async fn drain(url: &str, processes: usize, workers: &str) -> (i64, i64) {
 async fn backlog_through_ingress(url: &str, events: usize) -> i64 {
     let scratch = Scratch::new();
     let config = bench_config(&scratch, url, "", "");
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = Listen::new();
     let ingress = spawn_settle(
         &scratch,
         "ingress",
         &config,
         url,
-        &["ingress", "--listen", &listen],
+        &listen.args("ingress"),
         &[],
     );
-    let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    let base = listen.base();
+    wait_ready(&listen.ops_base()).await;
     let report = ops::loadgen::run(load(&base, 32, events, 0))
         .await
         .expect("load");
@@ -589,17 +581,10 @@ async fn hear_postings(
 async fn serve(url: &str) -> (Scratch, Child, String) {
     let scratch = Scratch::new();
     let config = bench_config(&scratch, url, "", "");
-    let listen = format!("127.0.0.1:{}", free_port());
-    let process = spawn_settle(
-        &scratch,
-        "serve",
-        &config,
-        url,
-        &["serve", "--listen", &listen],
-        &[],
-    );
-    let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    let listen = Listen::new();
+    let process = spawn_settle(&scratch, "serve", &config, url, &listen.args("serve"), &[]);
+    let base = listen.base();
+    wait_ready(&listen.ops_base()).await;
     (scratch, process, base)
 }
 
@@ -768,17 +753,17 @@ async fn stripe_drain(latency: Duration, events: usize) -> (i64, u64, bool) {
 
 /// A `settle ingress` process on a free port, ready: the process and its base URL.
 async fn ingress_process(scratch: &Scratch, config: &Path, db_url: &str) -> (Child, String) {
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = Listen::new();
     let ingress = spawn_settle(
         scratch,
         "ingress",
         config,
         db_url,
-        &["ingress", "--listen", &listen],
+        &listen.args("ingress"),
         &[],
     );
-    let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    let base = listen.base();
+    wait_ready(&listen.ops_base()).await;
     (ingress, base)
 }
 

@@ -34,7 +34,10 @@ pub const STANDARD_SECRET_UNKNOWN: &str = "whsec_bm90IGEgc2VjcmV0IG9mIG91cnM=";
 
 #[derive(Debug)]
 pub struct TestApp {
+    /// The public listener (webhooks, `/healthz`).
     pub addr: SocketAddr,
+    /// The internal listener (API, dashboard, `/metrics`, `/readyz`).
+    pub ops_addr: SocketAddr,
     pub http: reqwest::Client,
     pub database: Database,
     pool: Pool,
@@ -155,6 +158,7 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
     format!(
         r#"
         listen = "127.0.0.1:0"
+        ops_listen = "127.0.0.1:0"
         database_url = "{url}"
         {extra}
 
@@ -238,10 +242,9 @@ pub async fn start(database: Database, mut options: AppOptions) -> TestApp {
         Config::from_toml(&config_toml(&database.url(), &options)).expect("test configuration");
     crate::logs::init();
     let app = App::build(&config, options.role).await.expect("app builds");
-    let addr = match options.role {
-        Role::Worker => SocketAddr::from(([127, 0, 0, 1], 0)),
-        _ => app.local_addr().expect("bound"),
-    };
+    let none = SocketAddr::from(([127, 0, 0, 1], 0));
+    let addr = app.local_addr().unwrap_or(none);
+    let ops_addr = app.ops_addr().unwrap_or(none);
     let store = app.store().clone();
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(app.run(shutdown.clone()));
@@ -255,6 +258,7 @@ pub async fn start(database: Database, mut options: AppOptions) -> TestApp {
     };
     TestApp {
         addr,
+        ops_addr,
         http: reqwest::Client::new(),
         database,
         pool,
@@ -339,8 +343,25 @@ impl TestApp {
         .map_err(|error| error.to_string())
     }
 
+    /// `path` on the listener that serves it: the internal one for the API, the dashboard,
+    /// `/metrics` and `/readyz` (and `/`), the public one for the rest.
     pub fn url(&self, path: &str) -> String {
+        let internal = ["/api", "/dashboard", "/metrics", "/readyz"]
+            .iter()
+            .any(|prefix| path.starts_with(prefix))
+            || path == "/";
+        let addr = if internal { self.ops_addr } else { self.addr };
+        format!("http://{addr}{path}")
+    }
+
+    /// `path` on the public listener, whatever it is (to show what it refuses).
+    pub fn public_url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// `path` on the internal listener, whatever it is.
+    pub fn ops_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.ops_addr)
     }
 
     /// POSTs `body` with `headers` and `Content-Type: application/json`.

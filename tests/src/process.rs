@@ -300,6 +300,43 @@ impl Drop for TransactionPooler {
     }
 }
 
+/// The two listeners of a `settle` process a test starts, on free loopback ports.
+#[derive(Clone, Debug)]
+pub struct Listen {
+    /// `--listen`: webhooks and `/healthz`.
+    pub public: String,
+    /// `--ops-listen`: the API, the dashboard, `/metrics` and `/readyz`.
+    pub ops: String,
+}
+
+impl Listen {
+    pub fn new() -> Self {
+        Self {
+            public: format!("127.0.0.1:{}", free_port()),
+            ops: format!("127.0.0.1:{}", free_port()),
+        }
+    }
+
+    /// `role --listen ... --ops-listen ...`.
+    pub fn args<'a>(&'a self, role: &'a str) -> [&'a str; 5] {
+        [role, "--listen", &self.public, "--ops-listen", &self.ops]
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://{}", self.public)
+    }
+
+    pub fn ops_base(&self) -> String {
+        format!("http://{}", self.ops)
+    }
+}
+
+impl Default for Listen {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())

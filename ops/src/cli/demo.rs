@@ -243,6 +243,7 @@ pub async fn run(dir: Option<PathBuf>, keep_running: bool) -> anyhow::Result<()>
     let config = Config::from_toml(&format!(
         r#"
         listen = "127.0.0.1:0"
+        ops_listen = "127.0.0.1:0"
         database_url = "sqlite://{db}"
         [workers]
         attempts_max = 3
@@ -293,7 +294,7 @@ pub async fn run(dir: Option<PathBuf>, keep_running: bool) -> anyhow::Result<()>
     let app = App::build(&config, Role::Serve).await?;
     let store = app.store().clone();
     let base = format!("http://{}", app.local_addr()?);
-    let dashboard = format!("{base}/dashboard");
+    let dashboard = format!("http://{}/dashboard", app.ops_addr()?);
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(app.run(shutdown.clone()));
     let sender = Sender {

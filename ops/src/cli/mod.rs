@@ -46,20 +46,28 @@ pub enum Command {
     /// Ingress, workers, the ops/finance API, the dashboard and metrics in one process.
     #[command(after_help = "Example:\n  \
         DATABASE_URL=sqlite://settle.db settle serve --config settle.toml\n\n\
-        Webhooks at /webhooks/<source>, the dashboard at /dashboard, the API at /api, \
-        metrics at /metrics, health at /healthz and /readyz.")]
+        On `listen` (public): webhooks at /webhooks/<source>, health at /healthz. On `ops_listen` \
+        (internal, loopback by default): the dashboard at /dashboard, the API at /api, metrics at \
+        /metrics, readiness at /readyz.")]
     Serve {
-        /// Address to listen on (default: `listen` of the configuration, 127.0.0.1:8080).
-        #[arg(long, value_name = "ADDR")]
-        listen: Option<SocketAddr>,
+        #[command(flatten)]
+        listeners: Listeners,
     },
-    /// The ingress role only: webhooks, health and metrics (a fleet member on PostgreSQL).
+    /// The ingress role only: webhooks and health on `listen`, metrics and readiness on
+    /// `ops_listen` (a fleet member on PostgreSQL).
     #[command(after_help = "Example:\n  \
         DATABASE_URL=postgres://settle@db/settle settle ingress --listen 0.0.0.0:8080")]
     Ingress {
-        /// Address to listen on (default: `listen` of the configuration, 127.0.0.1:8080).
-        #[arg(long, value_name = "ADDR")]
-        listen: Option<SocketAddr>,
+        #[command(flatten)]
+        listeners: Listeners,
+    },
+    /// The operator plane only: the API, the dashboard, metrics and readiness on `ops_listen`;
+    /// no webhooks, no workers (beside an ingress and worker fleet).
+    #[command(after_help = "Example:\n  \
+        DATABASE_URL=postgres://settle@db/settle settle console --ops-listen 10.0.0.5:9090")]
+    Console {
+        #[command(flatten)]
+        listeners: Listeners,
     },
     /// The worker role only: posts recorded events; no HTTP (a fleet member on PostgreSQL).
     #[command(after_help = "Example:\n  \
@@ -280,14 +288,15 @@ impl Cli {
 
 async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<()> {
     match command {
-        Command::Serve { listen } => serve(config, listen, Role::Serve).await,
-        Command::Ingress { listen } => serve(config, listen, Role::Ingress).await,
+        Command::Serve { listeners } => serve(config, listeners, Role::Serve).await,
+        Command::Ingress { listeners } => serve(config, listeners, Role::Ingress).await,
+        Command::Console { listeners } => serve(config, listeners, Role::Console).await,
         Command::Worker { concurrency } => {
             if let Some(concurrency) = concurrency {
                 config.workers.concurrency = concurrency;
             }
             config.workers.validate().map_err(anyhow::Error::msg)?;
-            serve(config, None, Role::Worker).await
+            serve(config, Listeners::default(), Role::Worker).await
         }
         Command::Loadgen { load, verify, json } => {
             crate::loadgen::command(load, verify.then(|| config.database_url.clone()), json).await
@@ -503,9 +512,25 @@ fn sqlite_file(url: &str) -> Option<PathBuf> {
     (!path.is_empty() && !in_memory).then(|| PathBuf::from(path.as_ref()))
 }
 
-async fn serve(mut config: Config, listen: Option<SocketAddr>, role: Role) -> anyhow::Result<()> {
-    if let Some(listen) = listen {
+/// Where a serving role listens, over the configuration's `listen` and `ops_listen`.
+#[derive(Debug, Default, clap::Args)]
+pub struct Listeners {
+    /// The public listener: webhooks and /healthz (default: `listen` of the configuration,
+    /// 127.0.0.1:8080).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// The internal listener: the API, the dashboard, /metrics and /readyz (default:
+    /// `ops_listen` of the configuration, 127.0.0.1:9090).
+    #[arg(long, value_name = "ADDR")]
+    ops_listen: Option<SocketAddr>,
+}
+
+async fn serve(mut config: Config, listeners: Listeners, role: Role) -> anyhow::Result<()> {
+    if let Some(listen) = listeners.listen {
         config.listen = listen;
+    }
+    if let Some(ops_listen) = listeners.ops_listen {
+        config.ops_listen = ops_listen;
     }
     let app = App::build(&config, role).await?;
     let shutdown = CancellationToken::new();

@@ -75,8 +75,13 @@ const DEFAULT_CONFIG_FILE: &str = "settle.toml";
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The public listener: webhooks and `/healthz`, what providers reach.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
+    /// The internal listener: the API, the dashboard, `/metrics` and `/readyz`, for operators
+    /// and the platform; loopback unless set.
+    #[serde(default = "default_ops_listen")]
+    pub ops_listen: SocketAddr,
     /// `DATABASE_URL`: PostgreSQL (`postgres://...`) or SQLite (`sqlite://...`).
     #[serde(
         default = "default_database_url",
@@ -475,6 +480,9 @@ impl SourceConfig {
 
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+fn default_ops_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9090))
 }
 fn default_database_url() -> String {
     DEFAULT_DATABASE_URL.to_owned()

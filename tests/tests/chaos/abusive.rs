@@ -13,7 +13,7 @@ use futures::future::join_all;
 use serde_json::json;
 use tests::TestDb;
 use tests::app::{AppOptions, FAST_WORKERS, STANDARD_SECRET, charge, config_toml};
-use tests::process::{Scratch, command_without_harness_env, free_port, settle_binary};
+use tests::process::{Listen, Scratch, command_without_harness_env, settle_binary};
 use tests::sign::{now, standard_headers};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -31,7 +31,7 @@ fn spawn_limited(
     scratch: &Scratch,
     config: &std::path::Path,
     url: &str,
-    listen: &str,
+    listen: &Listen,
     files: u64,
 ) -> Child {
     let log = std::fs::File::create(scratch.dir.join("serve.log")).expect("log");
@@ -40,7 +40,7 @@ fn spawn_limited(
         .arg(settle_binary())
         .arg("--config")
         .arg(config)
-        .args(["serve", "--listen", listen])
+        .args(listen.args("serve"))
         .env("DATABASE_URL", url)
         .env("RUST_LOG", "info,sqlx::postgres::notice=warn")
         .stdin(std::process::Stdio::null())
@@ -292,11 +292,12 @@ async fn abusive_clients_never_cost_a_delivery_and_every_deadline_holds() {
         ..AppOptions::default()
     };
     let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = Listen::new();
     let mut serve = spawn_limited(&scratch, &config, &db.url, &listen, files);
     let pid = serve.id().expect("pid");
-    let base = format!("http://{listen}");
-    wait_started(&base, &mut serve, &scratch).await;
+    let base = listen.base();
+    let ops = listen.ops_base();
+    wait_started(&ops, &mut serve, &scratch).await;
     let (rss_before, files_before) = usage(pid);
 
     let provider = tokio::spawn(provider(
@@ -316,7 +317,7 @@ async fn abusive_clients_never_cost_a_delivery_and_every_deadline_holds() {
     // it they would be refused before their body is read); then the slow bodies (their deadlines
     // must be seen, not the cap), then the idle connections, then the slowloris heads, enough of
     // them to pass the cap.
-    let addr = listen.clone();
+    let addr = listen.public.clone();
     join_all((0..leavers).map(|i| leaves_mid_body(addr.clone(), format!("leaver-{i}")))).await;
     let slow_tasks: Vec<_> = (0..slow_bodies)
         .map(|_| tokio::spawn(slow_body(addr.clone(), 60_000, 0, Duration::from_secs(1))))
@@ -353,7 +354,7 @@ async fn abusive_clients_never_cost_a_delivery_and_every_deadline_holds() {
     let mut api_answers = std::collections::BTreeMap::new();
     for _ in 0..tokens / 2 {
         if let Ok(response) = http
-            .get(format!("{base}/api/dead-letters"))
+            .get(format!("{ops}/api/dead-letters"))
             .bearer_auth("guess")
             .send()
             .await
@@ -364,7 +365,7 @@ async fn abusive_clients_never_cost_a_delivery_and_every_deadline_holds() {
     let mut login_answers = std::collections::BTreeMap::new();
     for _ in 0..tokens / 2 {
         if let Ok(response) = http
-            .post(format!("{base}/dashboard/login"))
+            .post(format!("{ops}/dashboard/login"))
             .header("content-type", "application/x-www-form-urlencoded")
             .body("token=guess")
             .send()
@@ -465,7 +466,7 @@ async fn abusive_clients_never_cost_a_delivery_and_every_deadline_holds() {
     );
 
     let metrics = http
-        .get(format!("{base}/metrics"))
+        .get(format!("{ops}/metrics"))
         .send()
         .await
         .expect("metrics")
@@ -494,7 +495,14 @@ async fn abusive_clients_never_cost_a_delivery_and_every_deadline_holds() {
 
     // SIGTERM with slow connections open: the process exits within its deadline.
     let held: Vec<_> = (0..scale(20, 50))
-        .map(|_| tokio::spawn(slow_body(listen.clone(), 60_000, 0, Duration::from_secs(1))))
+        .map(|_| {
+            tokio::spawn(slow_body(
+                listen.public.clone(),
+                60_000,
+                0,
+                Duration::from_secs(1),
+            ))
+        })
         .collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let signalled = Instant::now();

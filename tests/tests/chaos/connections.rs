@@ -10,7 +10,7 @@ use ops::loadgen::{LoadOptions, LoadProvider};
 use serde_json::json;
 use tests::TestDb;
 use tests::app::{AppOptions, FAST_WORKERS, STANDARD_SECRET, config_toml};
-use tests::process::{Scratch, free_port, spawn_settle};
+use tests::process::{Listen, Scratch, spawn_settle};
 
 use crate::{counts, report, scale, verify, wait_ready, wait_until};
 
@@ -26,17 +26,17 @@ async fn killing_every_settle_connection_every_second_loses_and_doubles_nothing(
     let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
     let (migrated, output) = tests::process::run_settle(&config, &db.url, &["migrate"]).await;
     assert!(migrated, "{output}");
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = Listen::new();
     let _ingress = spawn_settle(
         &scratch,
         "ingress",
         &config,
         &db.url,
-        &["ingress", "--listen", &listen],
+        &listen.args("ingress"),
         &[],
     );
-    let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    let base = listen.base();
+    wait_ready(&listen.ops_base()).await;
     let _workers: Vec<_> = (0..2)
         .map(|i| {
             spawn_settle(

@@ -9,7 +9,7 @@ use serde_json::json;
 use tests::TestDb;
 use tests::app::{AppOptions, FAST_WORKERS, STANDARD_SECRET, config_toml};
 use tests::hostile;
-use tests::process::{Scratch, free_port, spawn_settle};
+use tests::process::{Listen, Scratch, spawn_settle};
 
 use crate::{counts, report, scale, verify, wait_ready, wait_until};
 
@@ -25,17 +25,17 @@ async fn the_hostile_matrix_at_volume_under_load_writes_nothing_and_leaks_nothin
         ..AppOptions::default()
     };
     let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = Listen::new();
     let _serve = spawn_settle(
         &scratch,
         "serve",
         &config,
         &db.url,
-        &["serve", "--listen", &listen],
+        &listen.args("serve"),
         &[("RUST_LOG", "debug")],
     );
-    let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    let base = listen.base();
+    wait_ready(&listen.ops_base()).await;
 
     let load = LoadOptions {
         url: base.clone(),

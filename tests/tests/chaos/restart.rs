@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use ops::loadgen::{LoadOptions, LoadProvider};
 use serde_json::json;
 use tests::app::{AppOptions, FAST_WORKERS, STANDARD_SECRET, config_toml};
-use tests::process::{Scratch, free_port, spawn_settle};
+use tests::process::{Listen, Scratch, free_port, spawn_settle};
 
 use crate::{counts, report, scale, verify, wait_ready};
 
@@ -146,28 +146,21 @@ async fn a_database_crash_under_load_loses_no_acknowledged_event() {
         ..AppOptions::default()
     };
     let config = scratch.write("settle.toml", &config_toml(&url, &options));
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut serve = spawn_settle(
-        &scratch,
-        "serve",
-        &config,
-        &url,
-        &["serve", "--listen", &listen],
-        &[],
-    );
-    let base = format!("http://{listen}");
-    wait_ready(&base).await;
+    let listen = Listen::new();
+    let mut serve = spawn_settle(&scratch, "serve", &config, &url, &listen.args("serve"), &[]);
+    let base = listen.base();
+    wait_ready(&listen.ops_base()).await;
 
     // Watch /readyz every 100 ms for the whole run.
     let watching = Arc::new(AtomicBool::new(true));
     let not_ready = Arc::new(AtomicUsize::new(0));
     let watcher = {
-        let (watching, not_ready, base) = (watching.clone(), not_ready.clone(), base.clone());
+        let (watching, not_ready, ops) = (watching.clone(), not_ready.clone(), listen.ops_base());
         tokio::spawn(async move {
             let http = reqwest::Client::new();
             while watching.load(Ordering::SeqCst) {
                 let ready = http
-                    .get(format!("{base}/readyz"))
+                    .get(format!("{ops}/readyz"))
                     .timeout(Duration::from_secs(2))
                     .send()
                     .await
@@ -245,7 +238,7 @@ async fn a_database_crash_under_load_loses_no_acknowledged_event() {
     watcher.await.expect("watcher");
     let not_ready = not_ready.load(Ordering::SeqCst);
     assert!(not_ready > 0, "/readyz reported the outage");
-    wait_ready(&base).await;
+    wait_ready(&listen.ops_base()).await;
     let (stored, jobs, entries, posted, dead) = counts(&pool).await;
     let expected = i64::try_from(events).expect("count");
     assert_eq!(

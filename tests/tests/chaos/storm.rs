@@ -6,7 +6,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tests::TestDb;
 use tests::app::{AppOptions, FAST_WORKERS, STANDARD_SECRET, charge, config_toml};
-use tests::process::{Scratch, free_port, spawn_settle};
+use tests::process::{Listen, Scratch, spawn_settle};
 use tests::sign::{now, standard_headers};
 
 use crate::{counts, report, scale, verify, wait_ready, wait_until};
@@ -26,19 +26,17 @@ async fn redelivery_storm_across_three_ingresses_records_and_posts_each_event_on
     let mut bases = Vec::new();
     let mut ingresses = Vec::new();
     for i in 0..3 {
-        let listen = format!("127.0.0.1:{}", free_port());
+        let listen = Listen::new();
         ingresses.push(spawn_settle(
             &scratch,
             &format!("ingress-{i}"),
             &config,
             &db.url,
-            &["ingress", "--listen", &listen],
+            &listen.args("ingress"),
             &[],
         ));
-        bases.push(format!("http://{listen}"));
-    }
-    for base in &bases {
-        wait_ready(base).await;
+        wait_ready(&listen.ops_base()).await;
+        bases.push(listen.base());
     }
 
     let http = reqwest::Client::new();

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use tests::app::STANDARD_SECRET;
-use tests::process::{Scratch, free_port, settle_command, spawn_settle_in};
+use tests::process::{Listen, Scratch, free_port, settle_command, spawn_settle_in};
 
 /// What a finished `settle` command said.
 struct Ran {
@@ -200,8 +200,8 @@ async fn unknown_settle_variables_are_named_with_a_suggestion_and_refused_only_w
     );
 
     // A long-running role refuses to start with it.
-    let listen = format!("127.0.0.1:{}", free_port());
-    let ran = settle(&scratch.dir, &["serve", "--listen", &listen], &typo).await;
+    let listen = Listen::new();
+    let ran = settle(&scratch.dir, &listen.args("serve"), &typo).await;
     assert!(!ran.success);
     assert!(ran.stderr.contains("SETTLE_WORKERS__CONCURENCY"));
     assert!(
@@ -295,10 +295,11 @@ async fn a_read_command_on_a_store_that_is_not_there_says_so_once_and_creates_no
 async fn the_health_check_the_root_redirect_and_the_start_up_lines() {
     let scratch = Scratch::new();
     let port = free_port();
+    let ops_port = free_port();
     scratch.write(
         "settle.toml",
         &format!(
-            "listen = \"0.0.0.0:{port}\"\n[log]\nformat = \"text\"\n[[sources]]\nname = \"std\"\nprovider = \"standard\"\nsecrets = [\"{STANDARD_SECRET}\"]\n"
+            "listen = \"0.0.0.0:{port}\"\nops_listen = \"127.0.0.1:{ops_port}\"\n[log]\nformat = \"text\"\n[[sources]]\nname = \"std\"\nprovider = \"standard\"\nsecrets = [\"{STANDARD_SECRET}\"]\n"
         ),
     );
     // Nothing listens yet: the health check fails.
@@ -329,7 +330,7 @@ async fn the_health_check_the_root_redirect_and_the_start_up_lines() {
         .build()
         .expect("client");
     let root = http
-        .get(format!("http://127.0.0.1:{port}/"))
+        .get(format!("http://127.0.0.1:{ops_port}/"))
         .send()
         .await
         .expect("GET /");
@@ -342,9 +343,11 @@ async fn the_health_check_the_root_redirect_and_the_start_up_lines() {
     let logs = scratch.logs();
     for line in [
         format!("webhooks  http://0.0.0.0:{port}/webhooks/<source>  (sources: std)"),
-        format!("API       http://0.0.0.0:{port}/api"),
-        format!("dashboard http://0.0.0.0:{port}/dashboard"),
-        format!("metrics   http://0.0.0.0:{port}/metrics"),
+        format!("health    http://0.0.0.0:{port}/healthz"),
+        format!("API       http://127.0.0.1:{ops_port}/api"),
+        format!("dashboard http://127.0.0.1:{ops_port}/dashboard"),
+        format!("metrics   http://127.0.0.1:{ops_port}/metrics"),
+        format!("readiness http://127.0.0.1:{ops_port}/readyz"),
     ] {
         assert!(logs.contains(&line), "{line} in:\n{logs}");
     }

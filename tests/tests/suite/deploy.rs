@@ -82,7 +82,12 @@ fn the_compose_file_is_valid_and_needs_the_webhook_secret() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("STD_WEBHOOK_SECRETS"));
 
     let text = read("deploy/compose.yaml");
-    for role in ["[\"migrate\"]", "[\"ingress\"]", "[\"worker\"]"] {
+    for role in [
+        "[\"migrate\"]",
+        "[\"ingress\"]",
+        "[\"worker\"]",
+        "[\"console\"]",
+    ] {
         assert!(text.contains(role), "compose runs {role}");
     }
     assert!(text.contains("replicas: 2") && text.contains("ingress-2"));
@@ -115,6 +120,7 @@ async fn the_fleet_configuration_and_every_settle_variable_of_the_deployment_fil
                 "SETTLE_MIGRATE_ON_START" => "false",
                 "SETTLE_LOG__FORMAT" => "json",
                 "SETTLE_LISTEN" => "0.0.0.0:8080",
+                "SETTLE_OPS_LISTEN" => "0.0.0.0:9090",
                 other => panic!("{other}: give the test a value for it"),
             };
             command.env(name, value);

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tests::app::{STANDARD_SECRET, charge};
-use tests::process::{Scratch, free_port, settle_command, spawn_settle_in};
+use tests::process::{Listen, Scratch, settle_command, spawn_settle_in};
 use tests::sign::{now, standard_headers};
 
 #[tokio::test]
@@ -155,14 +155,14 @@ async fn serve_with_only_sources_runs_on_sqlite_and_a_kill_9_loses_nothing_ackno
         "settle.toml",
         &format!("[[sources]]\nname = \"std\"\nprovider = \"standard\"\nsecrets = [\"{STANDARD_SECRET}\"]\n"),
     );
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = Listen::new();
     let http = reqwest::Client::new();
-    let base = format!("http://{listen}");
+    let base = listen.base();
+    let ops = listen.ops_base();
     let wait_ready = || async {
         for _ in 0..600 {
             if http
-                .get(format!("{base}/readyz"))
+                .get(format!("{ops}/readyz"))
                 .send()
                 .await
                 .is_ok_and(|r| r.status().is_success())
@@ -173,7 +173,7 @@ async fn serve_with_only_sources_runs_on_sqlite_and_a_kill_9_loses_nothing_ackno
         }
         panic!("settle did not become ready");
     };
-    let mut serve = spawn_settle_in(&scratch, "first", &["serve", "--listen", &listen], &[]);
+    let mut serve = spawn_settle_in(&scratch, "first", &listen.args("serve"), &[]);
     wait_ready().await;
     let mut acknowledged = Vec::new();
     for i in 0..40 {
@@ -202,7 +202,7 @@ async fn serve_with_only_sources_runs_on_sqlite_and_a_kill_9_loses_nothing_ackno
         "the embedded default is ./settle.db"
     );
 
-    let _again = spawn_settle_in(&scratch, "second", &["serve", "--listen", &listen], &[]);
+    let _again = spawn_settle_in(&scratch, "second", &listen.args("serve"), &[]);
     wait_ready().await;
     let store = ledger::Store::connect(
         &format!("sqlite://{}", scratch.dir.join("settle.db").display()),

@@ -9,33 +9,33 @@ use tests::app::{
     ADYEN_KEY, AppOptions, FINANCE_TOKEN, OPS_TOKEN, STANDARD_SECRET, charge, config_toml,
 };
 use tests::hostile;
-use tests::process::{Scratch, free_port, spawn_settle};
+use tests::process::{Listen, Scratch, spawn_settle};
 use tests::sign::{adyen_item, adyen_notification, now, standard_headers};
 
 #[tokio::test]
 async fn every_provider_refuses_hostile_deliveries_exactly_and_logs_no_secret_or_token() {
     let db = TestDb::create().await;
     let scratch = Scratch::new();
-    let port = free_port();
     let options = AppOptions {
         extra: hostile::config_extra(),
         ..AppOptions::default()
     };
     let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
-    let listen = format!("127.0.0.1:{port}");
+    let listen = Listen::new();
     let _serve = spawn_settle(
         &scratch,
         "serve",
         &config,
         &db.url,
-        &["serve", "--listen", &listen],
+        &listen.args("serve"),
         &[("RUST_LOG", "debug")],
     );
     let http = reqwest::Client::new();
-    let base = format!("http://{listen}");
+    let base = listen.base();
+    let ops = listen.ops_base();
     for _ in 0..600 {
         if http
-            .get(format!("{base}/readyz"))
+            .get(format!("{ops}/readyz"))
             .send()
             .await
             .is_ok_and(|r| r.status().is_success())
@@ -95,14 +95,14 @@ async fn every_provider_refuses_hostile_deliveries_exactly_and_logs_no_secret_or
         ("wrong-token", 401, 401),
     ] {
         let response = http
-            .get(format!("{base}/api/dead-letters"))
+            .get(format!("{ops}/api/dead-letters"))
             .bearer_auth(token)
             .send()
             .await
             .expect("sent");
         assert_eq!(response.status().as_u16(), read);
         let response = http
-            .post(format!("{base}/api/dead-letters/requeue"))
+            .post(format!("{ops}/api/dead-letters/requeue"))
             .bearer_auth(token)
             .json(&serde_json::json!({"dry_run": true}))
             .send()
