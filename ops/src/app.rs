@@ -126,14 +126,18 @@ impl App {
             );
             Plane {
                 listener,
-                router: router.layer(axum::middleware::from_fn(crate::request_id::propagate)),
+                router: crate::request_id::layer(router),
                 endpoints: public_endpoints(config),
             }
         });
         let internal = match internal {
             Some(listener) => Some(Plane {
-                router: internal_router(config, role, &store, worker_health)?
-                    .layer(axum::middleware::from_fn(crate::request_id::propagate)),
+                router: crate::request_id::layer(internal_router(
+                    config,
+                    role,
+                    &store,
+                    worker_health,
+                )?),
                 listener,
                 endpoints: internal_endpoints(role),
             }),

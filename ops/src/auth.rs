@@ -98,6 +98,15 @@ impl Tokens {
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }
+
+    /// The caller a configured token of this name stands for, if one is configured.
+    pub fn named(&self, name: &str) -> Option<Caller> {
+        self.tokens
+            .iter()
+            .map(|(_, caller)| caller)
+            .find(|caller| caller.name == name)
+            .cloned()
+    }
 }
 
 /// The hex SHA-256 of a token, as configured.

@@ -11,6 +11,7 @@ mod postgres;
 mod prepare;
 mod review_reads;
 mod rows;
+pub mod sessions;
 mod sqlite;
 mod start;
 mod verify;
@@ -521,6 +522,30 @@ impl Store {
     /// Non-zero balances per account and currency.
     pub async fn balances(&self, query: BalanceQuery) -> Result<Vec<BalanceRow>, StoreError> {
         on_backend!(self, store => store.balances(query).await)
+    }
+
+    /// Opens a dashboard session (and forgets the expired ones).
+    pub async fn open_session(&self, session: &sessions::NewSession<'_>) -> Result<(), StoreError> {
+        on_backend!(self, store => store.open_session(session).await)
+    }
+
+    /// The dashboard session under `id_sha256`, unless it expired by `now` or was closed.
+    pub async fn session(
+        &self,
+        id_sha256: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Option<sessions::StoredSession>, StoreError> {
+        on_backend!(self, store => store.session(id_sha256, now).await)
+    }
+
+    /// Ends one dashboard session; answers whether it was open.
+    pub async fn close_session(&self, id_sha256: &str) -> Result<bool, StoreError> {
+        on_backend!(self, store => store.close_session(id_sha256).await)
+    }
+
+    /// Ends every dashboard session of `actor`, in every process; answers how many.
+    pub async fn close_sessions_of(&self, actor: &str) -> Result<u64, StoreError> {
+        on_backend!(self, store => store.close_sessions_of(actor).await)
     }
 
     /// Receivables on `accounts` not cleared, per capture and currency, whose first entry is

@@ -1,7 +1,12 @@
 //! Readable tables for listing commands (`--json` prints the data instead).
 
-/// Prints rows under headers, columns padded to their widest cell; long cells are cut.
+/// Prints rows under headers (comfy-table, borderless): columns two spaces apart, padded to
+/// their widest cell, never wrapped; cells longer than 60 characters are cut with `…`.
 pub fn print(headers: &[&str], rows: &[Vec<String>]) {
+    println!("{}", render(headers, rows));
+}
+
+fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
     const CELL_MAX: usize = 60;
     let cut = |cell: &str| -> String {
         let cell = cell.replace('\n', " ");
@@ -13,28 +18,22 @@ pub fn print(headers: &[&str], rows: &[Vec<String>]) {
             cell
         }
     };
-    let rows: Vec<Vec<String>> = rows
-        .iter()
-        .map(|row| row.iter().map(|c| cut(c)).collect())
-        .collect();
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in &rows {
-        for (i, cell) in row.iter().enumerate() {
-            widths[i] = widths[i].max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<width$}", width = widths[i]))
-            .collect();
-        println!("{}", padded.join("  ").trim_end());
-    };
-    line(headers.iter().map(|h| h.to_string()).collect());
+    let mut table = comfy_table::Table::new();
+    table
+        .load_preset(comfy_table::presets::NOTHING)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header(headers.iter().copied());
     for row in rows {
-        line(row);
+        table.add_row(row.iter().map(|cell| cut(cell)));
     }
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, if i + 1 == headers.len() { 0 } else { 2 }));
+    }
+    table
+        .lines()
+        .map(|line| line.trim_end().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `Some(x)` as text, `None` as `-`.
@@ -45,4 +44,27 @@ pub fn or_dash<T: std::fmt::Display>(value: Option<T>) -> String {
 pub fn json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render;
+
+    #[test]
+    fn columns_line_up_and_long_cells_are_cut() {
+        let long = "x".repeat(70);
+        let rows = vec![
+            vec!["1".to_owned(), "short".to_owned(), "a".to_owned()],
+            vec!["22".to_owned(), long, "b\nc".to_owned()],
+        ];
+        let text = render(&["ID", "WHAT", "NOTE"], &rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[0], format!("ID  WHAT{}  NOTE", " ".repeat(56)));
+        assert_eq!(lines[1], format!("1   short{}  a", " ".repeat(55)));
+        assert!(
+            lines[2].starts_with("22  xxxx") && lines[2].contains('…') && lines[2].ends_with("b c")
+        );
+        assert_eq!(lines[2].chars().count(), 4 + 60 + 2 + 3);
+    }
 }

@@ -567,6 +567,9 @@ impl Config {
         if self.body_bytes_max == 0 {
             bail!("body_bytes_max must be positive");
         }
+        if self.dashboard.session_lifetime_secs == 0 {
+            bail!("dashboard.session_lifetime_secs must be positive");
+        }
         self.sources()?;
         self.ingress.validate().map_err(anyhow::Error::msg)?;
         self.workers.validate().map_err(anyhow::Error::msg)?;

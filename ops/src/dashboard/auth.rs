@@ -84,8 +84,11 @@ pub(super) async fn login(
     match state.tokens.caller(form.token.trim()) {
         Some(caller) => {
             tracing::info!(actor = %caller.name, role = caller.role.as_str(), client = %client, "dashboard login");
-            let id = state.sessions.open(caller);
-            let cookie = session::cookie(&id, state.cookie_secure);
+            let id = match state.sessions.open(&caller).await {
+                Ok(id) => id,
+                Err(error) => return error.into_response(),
+            };
+            let cookie = session::cookie(&id, state.cookie_secure, state.sessions.lifetime());
             match warning {
                 // Redirecting would only come back to the form without the cookie.
                 Some(warning) => (
@@ -137,12 +140,38 @@ pub(super) async fn logout(
     if let Some(refused) = check_action(&session, &headers, &form.csrf, false) {
         return refused;
     }
-    state.sessions.close(&parts.0);
+    if let Err(error) = state.sessions.close(&parts.0).await {
+        return error.into_response();
+    }
     (
         [(SET_COOKIE, session::cleared_cookie(state.cookie_secure))],
         Redirect::to("/dashboard/login"),
     )
         .into_response()
+}
+
+/// Ends every session of the caller's token, in every operator process (a laptop left logged
+/// in, a session id that may have leaked).
+pub(super) async fn logout_everywhere(
+    State(state): State<DashboardState>,
+    Viewer(session): Viewer,
+    headers: HeaderMap,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if let Some(refused) = check_action(&session, &headers, &form.csrf, false) {
+        return refused;
+    }
+    match state.sessions.close_all_of(&session.caller.name).await {
+        Ok(closed) => {
+            tracing::info!(actor = %session.caller.name, sessions = closed, "dashboard logout everywhere");
+            (
+                [(SET_COOKIE, session::cleared_cookie(state.cookie_secure))],
+                Redirect::to("/dashboard/login"),
+            )
+                .into_response()
+        }
+        Err(error) => error.into_response(),
+    }
 }
 
 /// The raw session id (for logging out).

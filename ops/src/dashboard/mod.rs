@@ -25,7 +25,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::abuse::AuthGuard;
 use crate::auth::Tokens;
-use auth::{check_action, login, login_page, logout};
+use auth::{check_action, login, login_page, logout, logout_everywhere};
 use conflicts::{conflict, conflicts, resolve_conflict};
 use dead_letters::{dead_letter, dead_letters, decide_dead_letter};
 use finance::{balances, journal, payout, payouts};
@@ -47,12 +47,15 @@ pub struct DashboardSettings {
     /// The session cookie is `Secure` (sent back only over HTTPS, or to a loopback address):
     /// right behind a TLS-terminating proxy. `false` only for plain HTTP on a trusted network.
     pub cookie_secure: bool,
+    /// How long a session lasts after its login (8 hours).
+    pub session_lifetime_secs: u64,
 }
 
 impl Default for DashboardSettings {
     fn default() -> Self {
         Self {
             cookie_secure: true,
+            session_lifetime_secs: 8 * 3600,
         }
     }
 }
@@ -77,9 +80,12 @@ pub fn router(
     settings: &DashboardSettings,
 ) -> Router {
     let state = DashboardState {
-        store,
+        store: store.clone(),
         tokens,
-        sessions: Sessions::default(),
+        sessions: Sessions::new(
+            store.clone(),
+            std::time::Duration::from_secs(settings.session_lifetime_secs),
+        ),
         guard,
         cookie_secure: settings.cookie_secure,
     };
@@ -94,6 +100,7 @@ pub fn router(
         .route("/dashboard", get(overview))
         .route("/dashboard/login", get(login_page).post(login))
         .route("/dashboard/logout", post(logout))
+        .route("/dashboard/logout-everywhere", post(logout_everywhere))
         .route("/dashboard/dead-letters", get(dead_letters))
         .route("/dashboard/dead-letters/{id}", get(dead_letter))
         .route(
@@ -166,7 +173,11 @@ fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
                     @if let Some(session) = session {
                         form method="post" action="/dashboard/logout" style="display:inline" {
                             input type="hidden" name="csrf" value=(session.csrf);
-                            button type="submit" { "Log out " (session.caller.name) " (" (session.caller.role.as_str()) ")" }
+                            button type="submit" id="logout" { "Log out " (session.caller.name) " (" (session.caller.role.as_str()) ")" }
+                        }
+                        form method="post" action="/dashboard/logout-everywhere" style="display:inline" {
+                            input type="hidden" name="csrf" value=(session.csrf);
+                            button type="submit" id="logout-everywhere" { "Log out everywhere" }
                         }
                     }
                 }

@@ -1,34 +1,37 @@
-//! Dashboard sessions: a token typed into the login form becomes a random session id in a
-//! `Secure; HttpOnly; SameSite=Strict` cookie. The token itself is never stored or sent back.
-//! Each session has its own CSRF token, which every action form carries.
+//! Dashboard sessions, kept in the database so that every operator process (`serve`, `console`)
+//! shares them and they survive a restart. A token typed into the login form becomes a random
+//! session id in a `Secure; HttpOnly; SameSite=Strict` cookie; the database keeps only the id's
+//! SHA-256, who logged in with which role, the session's CSRF token (which every action form
+//! carries) and when it expires. The token itself is never stored or sent back. A session ends
+//! at its expiry, at logout, when its token leaves the configuration (or changes role), or when
+//! its holder logs out everywhere.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::FromRequestParts;
 use axum::http::header::COOKIE;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
+use ledger::Store;
+use ledger::store::sessions::NewSession;
+use sha2::{Digest, Sha256};
 
-use super::DashboardState;
-use crate::auth::Caller;
+use super::{DashboardState, PageError};
+use crate::auth::{Caller, Tokens};
 
 pub(super) const COOKIE_NAME: &str = "settle_session";
-const LIFETIME: Duration = Duration::from_secs(8 * 3600);
-/// Sessions kept at most (oldest dropped first).
-const SESSIONS_MAX: usize = 10_000;
 
 #[derive(Clone, Debug)]
 pub(super) struct Session {
     pub caller: Caller,
     pub csrf: String,
-    expires: Instant,
 }
 
-#[derive(Clone, Debug, Default)]
+/// The sessions of the store, each living `lifetime`.
+#[derive(Clone, Debug)]
 pub(super) struct Sessions {
-    by_id: Arc<Mutex<HashMap<String, Session>>>,
+    store: Store,
+    lifetime: Duration,
 }
 
 fn random_hex() -> String {
@@ -39,52 +42,69 @@ fn random_hex() -> String {
     hex::encode(bytes)
 }
 
+/// What the store keys a session by: the SHA-256 of its id.
+fn key(id: &str) -> String {
+    hex::encode(Sha256::digest(id.as_bytes()))
+}
+
 impl Sessions {
-    /// A new session for `caller`; returns its id.
-    pub(super) fn open(&self, caller: Caller) -> String {
+    pub(super) fn new(store: Store, lifetime: Duration) -> Self {
+        Self { store, lifetime }
+    }
+
+    pub(super) fn lifetime(&self) -> Duration {
+        self.lifetime
+    }
+
+    /// A new session for `caller`; returns its id (for the cookie only).
+    pub(super) async fn open(&self, caller: &Caller) -> Result<String, PageError> {
         let id = random_hex();
-        let session = Session {
-            caller,
-            csrf: random_hex(),
-            expires: Instant::now() + LIFETIME,
+        let now = chrono::Utc::now();
+        let lifetime = chrono::Duration::from_std(self.lifetime).unwrap_or(chrono::Duration::MAX);
+        self.store
+            .open_session(&NewSession {
+                id_sha256: &key(&id),
+                actor: &caller.name,
+                role: caller.role.as_str(),
+                csrf: &random_hex(),
+                now,
+                expires_at: now + lifetime,
+            })
+            .await?;
+        Ok(id)
+    }
+
+    /// The open session under `id`, while its token is still configured with the role it had.
+    async fn get(&self, id: &str, tokens: &Tokens) -> Result<Option<Session>, PageError> {
+        let Some(stored) = self.store.session(&key(id), chrono::Utc::now()).await? else {
+            return Ok(None);
         };
-        if let Ok(mut sessions) = self.by_id.lock() {
-            let now = Instant::now();
-            sessions.retain(|_, s| s.expires > now);
-            if sessions.len() >= SESSIONS_MAX
-                && let Some(oldest) = sessions
-                    .iter()
-                    .min_by_key(|(_, s)| s.expires)
-                    .map(|(id, _)| id.clone())
-            {
-                sessions.remove(&oldest);
-            }
-            sessions.insert(id.clone(), session);
-        }
-        id
+        Ok(tokens
+            .named(&stored.actor)
+            .filter(|caller| caller.role.as_str() == stored.role)
+            .map(|caller| Session {
+                caller,
+                csrf: stored.csrf,
+            }))
     }
 
-    fn get(&self, id: &str) -> Option<Session> {
-        let sessions = self.by_id.lock().ok()?;
-        sessions
-            .get(id)
-            .filter(|s| s.expires > Instant::now())
-            .cloned()
+    pub(super) async fn close(&self, id: &str) -> Result<(), PageError> {
+        self.store.close_session(&key(id)).await?;
+        Ok(())
     }
 
-    pub(super) fn close(&self, id: &str) {
-        if let Ok(mut sessions) = self.by_id.lock() {
-            sessions.remove(id);
-        }
+    /// Ends every session of `actor`, in every process; answers how many.
+    pub(super) async fn close_all_of(&self, actor: &str) -> Result<u64, PageError> {
+        Ok(self.store.close_sessions_of(actor).await?)
     }
 }
 
 /// The cookie that opens a session (`Secure` unless configured otherwise).
-pub(super) fn cookie(id: &str, secure: bool) -> String {
+pub(super) fn cookie(id: &str, secure: bool, lifetime: Duration) -> String {
     format!(
         "{COOKIE_NAME}={id}; Path=/dashboard; HttpOnly;{} SameSite=Strict; Max-Age={}",
         if secure { " Secure;" } else { "" },
-        LIFETIME.as_secs()
+        lifetime.as_secs()
     )
 }
 
@@ -105,6 +125,7 @@ pub(super) fn session_id(parts: &Parts) -> Option<String> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE_NAME)
         .map(|(_, id)| id.to_owned())
+        .filter(|id| !id.is_empty())
 }
 
 /// A logged-in viewer; anyone else is sent to the login page.
@@ -118,9 +139,13 @@ impl FromRequestParts<DashboardState> for Viewer {
         parts: &mut Parts,
         state: &DashboardState,
     ) -> Result<Self, Self::Rejection> {
-        session_id(parts)
-            .and_then(|id| state.sessions.get(&id))
-            .map(Viewer)
-            .ok_or_else(|| Redirect::to("/dashboard/login").into_response())
+        let Some(id) = session_id(parts) else {
+            return Err(Redirect::to("/dashboard/login").into_response());
+        };
+        match state.sessions.get(&id, &state.tokens).await {
+            Ok(Some(session)) => Ok(Viewer(session)),
+            Ok(None) => Err(Redirect::to("/dashboard/login").into_response()),
+            Err(error) => Err(error.into_response()),
+        }
     }
 }

@@ -4,8 +4,13 @@
 
 use ops::Role;
 use tests::TestApp;
-use tests::app::{AppOptions, OPS_TOKEN, spawn};
+use tests::app::{AppOptions, Backend, OPS_TOKEN, spawn};
 use tests::sign;
+
+tests::on_both_backends!(
+    a_login_holds_on_every_operator_process_and_across_a_restart_until_logout_everywhere,
+    a_session_expires_and_a_token_removed_from_the_configuration_ends_its_sessions,
+);
 
 /// The internal paths, as an operator or a scraper asks for them.
 const INTERNAL: [&str; 6] = [
@@ -139,4 +144,178 @@ async fn a_console_serves_the_operator_plane_and_no_webhooks() {
     );
     assert_eq!(status(&app, app.ops_url("/healthz")).await, 404);
     assert_eq!(app.count("settlement_events").await, 0);
+}
+
+/// A second operator process (`settle console`) over `app`'s database; stops when dropped.
+struct Console {
+    base: String,
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl Console {
+    async fn start(app: &TestApp) -> Console {
+        let config = ops::Config::from_toml(&tests::app::config_toml(
+            &app.database_url(),
+            &AppOptions::default(),
+        ))
+        .expect("configuration");
+        let console = ops::App::build(&config, Role::Console)
+            .await
+            .expect("a console builds");
+        let base = format!("http://{}", console.ops_addr().expect("bound"));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(console.run(shutdown.clone()));
+        Console { base, shutdown }
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+/// Logs in at `base` with `token`; answers the session cookie (`settle_session=...`).
+async fn login(base: &str, token: &str) -> String {
+    let response = no_redirects()
+        .post(format!("{base}/dashboard/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(response.status().as_u16(), 303, "logged in");
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session cookie")
+        .to_owned();
+    cookie.split(';').next().expect("name=value").to_owned()
+}
+
+/// The overview at `base` with `cookie`: its status and page.
+async fn overview(base: &str, cookie: &str) -> (u16, String) {
+    let response = no_redirects()
+        .get(format!("{base}/dashboard"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("overview");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+/// The page's CSRF token (every action form carries it).
+fn csrf(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
+    page[at..].split('"').next().expect("value").to_owned()
+}
+
+async fn a_login_holds_on_every_operator_process_and_across_a_restart_until_logout_everywhere(
+    backend: Backend,
+) {
+    let app = spawn(AppOptions::on(backend)).await;
+    let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
+    let (status, _) = overview(&app.ops_url(""), &cookie).await;
+    assert_eq!(status, 200);
+    // The store keeps the session's hash, never its id.
+    let id = cookie.trim_start_matches("settle_session=");
+    let stored = app.texts("SELECT id_sha256 FROM dashboard_sessions").await;
+    assert_eq!(
+        stored,
+        [hex::encode(<sha2::Sha256 as sha2::Digest>::digest(id))]
+    );
+
+    // Another operator process over the same database knows it.
+    let console = Console::start(&app).await;
+    let (status, _) = overview(&console.base, &cookie).await;
+    assert_eq!(status, 200, "the session is shared");
+    drop(console);
+
+    // And so does the process itself after a restart.
+    let database = app.stop().await;
+    let app = tests::app::start(database, AppOptions::on(backend)).await;
+    let (status, page) = overview(&app.ops_url(""), &cookie).await;
+    assert_eq!(status, 200, "the session survived the restart");
+
+    // A second login of the same token (another browser), then logout everywhere from the
+    // first: both end, on every process.
+    let other = login(&app.ops_url(""), OPS_TOKEN).await;
+    let finance = login(&app.ops_url(""), tests::app::FINANCE_TOKEN).await;
+    let console = Console::start(&app).await;
+    let response = no_redirects()
+        .post(app.ops_url("/dashboard/logout-everywhere"))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={}", csrf(&page)))
+        .send()
+        .await
+        .expect("logout everywhere");
+    assert_eq!(response.status().as_u16(), 303);
+    for (base, session) in [(app.ops_url(""), &cookie), (console.base.clone(), &other)] {
+        let (status, _) = overview(&base, session).await;
+        assert_eq!(status, 303, "sent back to the login page");
+    }
+    let (status, _) = overview(&console.base, &finance).await;
+    assert_eq!(status, 200, "another token's session is not touched");
+    // Without the session's CSRF token, nothing is ended.
+    let response = no_redirects()
+        .post(app.ops_url("/dashboard/logout-everywhere"))
+        .header("cookie", &finance)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("csrf=forged")
+        .send()
+        .await
+        .expect("forged");
+    assert_eq!(response.status().as_u16(), 403);
+    let (status, _) = overview(&console.base, &finance).await;
+    assert_eq!(status, 200);
+}
+
+async fn a_session_expires_and_a_token_removed_from_the_configuration_ends_its_sessions(
+    backend: Backend,
+) {
+    let app = spawn(AppOptions {
+        extra: "[dashboard]\nsession_lifetime_secs = 2\n".into(),
+        ..AppOptions::on(backend)
+    })
+    .await;
+    let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
+    assert_eq!(overview(&app.ops_url(""), &cookie).await.0, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(3_000)).await;
+    assert_eq!(
+        overview(&app.ops_url(""), &cookie).await.0,
+        303,
+        "expired after its lifetime"
+    );
+    // A fresh login prunes the expired rows.
+    let _fresh = login(&app.ops_url(""), OPS_TOKEN).await;
+    assert_eq!(app.count("dashboard_sessions").await, 1);
+
+    // A session whose token is no longer configured is refused by a process that does not
+    // know the token (its configuration has none of the test tokens).
+    let lasting = spawn(AppOptions::on(backend)).await;
+    let cookie = login(&lasting.ops_url(""), OPS_TOKEN).await;
+    let config = ops::Config::from_toml(
+        &tests::app::config_toml(&lasting.database_url(), &AppOptions::default())
+            .replace("name = \"olivia\"", "name = \"olivia-renamed\""),
+    )
+    .expect("configuration");
+    let console = ops::App::build(&config, Role::Console)
+        .await
+        .expect("a console builds");
+    let base = format!("http://{}", console.ops_addr().expect("bound"));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(console.run(shutdown.clone()));
+    assert_eq!(overview(&base, &cookie).await.0, 303);
+    assert_eq!(overview(&lasting.ops_url(""), &cookie).await.0, 200);
+    shutdown.cancel();
 }

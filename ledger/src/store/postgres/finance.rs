@@ -93,3 +93,4 @@ impl PgStore {
 }
 
 crate::store::finance_reads::finance_reads!(PgStore, PgRow);
+crate::store::sessions::session_rows!(PgStore);

@@ -114,3 +114,4 @@ fn major(minor: i64, currency: &str) -> Decimal {
         .unwrap_or(0);
     Decimal::new(minor, exponent)
 }
+crate::store::sessions::session_rows!(SqliteStore);
