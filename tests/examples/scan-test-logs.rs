@@ -1,5 +1,5 @@
 //! `scan-test-logs DIR`: fails if any log collected from a test run holds a secret or a token of
-//! the test configuration (see `tests::logs`).
+//! the test configuration (see `tests::logs`), or a dashboard session id in its cookie.
 
 use std::process::ExitCode;
 
@@ -18,6 +18,15 @@ fn main() -> ExitCode {
         };
         files += 1;
         bytes += text.len();
+        // A dashboard session id, in its cookie.
+        if text.match_indices("settle_session=").any(|(at, found)| {
+            text[at + found.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_hexdigit())
+        }) {
+            leaks.push(format!("{}: a dashboard session id", entry.path().display()));
+        }
         for secret in &secrets {
             if text.contains(secret.as_str()) {
                 leaks.push(format!(
