@@ -46,6 +46,13 @@ impl Ingress {
         body_bytes_max: usize,
         settings: &IngressSettings,
     ) -> Self {
+        for source in sources.iter() {
+            webhook::heard_from(&source.name);
+            if let Some(secs) = source.expected_within_secs {
+                metrics::gauge!("settle_source_expected_within_seconds", "source" => source.name.to_string())
+                    .set(secs as f64);
+            }
+        }
         Self {
             recorder: Arc::new(Recorder::spawn(store, settings)),
             sources: Arc::new(sources),

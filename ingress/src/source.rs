@@ -145,6 +145,9 @@ pub struct Source {
     pub stripe: Option<StripeRules>,
     /// For `provider = "adyen"`.
     pub money_from: MoneyFrom,
+    /// The longest this source is expected to go without a delivery, if one is expected (for
+    /// the shipped alert on a silent source).
+    pub expected_within_secs: Option<u64>,
 }
 
 impl Source {
@@ -176,12 +179,19 @@ impl Source {
             keys,
             stripe: None,
             money_from: MoneyFrom::default(),
+            expected_within_secs: None,
         })
     }
 
     /// An Adyen source's money: from its notifications or from its settlement details reports.
     pub fn with_money_from(mut self, money_from: MoneyFrom) -> Self {
         self.money_from = money_from;
+        self
+    }
+
+    /// A delivery is expected at least every `secs` seconds.
+    pub fn with_expected_within(mut self, secs: u64) -> Self {
+        self.expected_within_secs = Some(secs);
         self
     }
 
@@ -243,6 +253,10 @@ impl Sources {
 
     pub fn get(&self, name: &str) -> Option<&Source> {
         self.by_name.get(name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Source> {
+        self.by_name.values()
     }
 
     pub fn len(&self) -> usize {

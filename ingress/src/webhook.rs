@@ -79,6 +79,7 @@ async fn handle(
                 reason = why.as_str(),
                 "delivery acknowledged"
             );
+            heard_from(&source.name);
             metrics::counter!("settle_deliveries_total", "source" => source.name.to_string(), "outcome" => "ignored", "reason" => why.as_str())
                 .increment(1);
             if source.provider == Provider::Adyen {
@@ -101,6 +102,7 @@ async fn handle(
         metrics::counter!("settle_deliveries_total", "source" => source.name.to_string(), "outcome" => label, "reason" => "")
             .increment(1);
     }
+    heard_from(&source.name);
     if source.provider == Provider::Adyen {
         // Adyen's retry queue holds back every later notification behind one it keeps failing:
         // once the delivery is durably kept (events or conflict rows), it is accepted, and a
@@ -173,4 +175,16 @@ fn is_json(headers: &HeaderMap) -> bool {
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(';').next())
         .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// An authentic delivery from `source` arrived now (or this process started listening for it):
+/// `settle_source_last_delivery_timestamp_seconds`, which the shipped alert on a silent source
+/// compares with `settle_source_expected_within_seconds`.
+pub(crate) fn heard_from(source: &ledger::SourceName) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default();
+    metrics::gauge!("settle_source_last_delivery_timestamp_seconds", "source" => source.to_string())
+        .set(now);
 }

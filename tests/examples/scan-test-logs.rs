@@ -25,7 +25,10 @@ fn main() -> ExitCode {
                 .next()
                 .is_some_and(|c| c.is_ascii_hexdigit())
         }) {
-            leaks.push(format!("{}: a dashboard session id", entry.path().display()));
+            leaks.push(format!(
+                "{}: a dashboard session id",
+                entry.path().display()
+            ));
         }
         for secret in &secrets {
             if text.contains(secret.as_str()) {

@@ -164,6 +164,10 @@ pub struct SourceConfig {
     pub secrets_env: Option<String>,
     #[serde(default = "default_tolerance_secs")]
     pub tolerance_secs: u64,
+    /// The longest the source is expected to go without a delivery (the shipped alert
+    /// `SettleSourceSilent` fires past it); unset: no expectation.
+    #[serde(default)]
+    pub expect_delivery_within_secs: Option<u64>,
     /// Accounts this source posts to; unset names keep their defaults.
     #[serde(default)]
     pub accounts: AccountOverrides,
@@ -607,6 +611,14 @@ impl Config {
             source.validate_provider_keys()?;
             if let Some(money_from) = source.money_from {
                 built = built.with_money_from(money_from);
+            }
+            match source.expect_delivery_within_secs {
+                Some(0) => bail!(
+                    "source {}: expect_delivery_within_secs must be positive",
+                    source.name
+                ),
+                Some(secs) => built = built.with_expected_within(secs),
+                None => {}
             }
             if source.provider == Provider::Stripe {
                 built = built.with_stripe(StripeRules {

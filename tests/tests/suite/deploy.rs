@@ -1,7 +1,8 @@
 //! The deployment files (`Dockerfile`, `deploy/`): what this machine can check without a
 //! container runtime. The compose file is validated by Compose itself, the systemd unit by
 //! `systemd-analyze verify`, and every `SETTLE_*` variable they set must be a setting settle
-//! knows (settle refuses to start with one it does not).
+//! knows (settle refuses to start with one it does not). The shipped alert rules are checked and
+//! unit-tested by `promtool`, and every metric they use is one settle emits.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -184,4 +185,59 @@ fn the_image_runs_as_a_user_and_checks_its_health_without_a_shell() {
         !user.starts_with("root") && !user.starts_with('0'),
         "{user}"
     );
+}
+
+#[test]
+fn the_alert_rules_check_pass_their_unit_tests_and_use_only_metrics_settle_emits() {
+    let dir = repository().join("deploy/prometheus");
+    for args in [
+        &["check", "rules", "settle.rules.yml"][..],
+        &["test", "rules", "settle.rules.test.yml"][..],
+    ] {
+        let output = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("promtool is installed (.ci/run installs prometheus)");
+        assert!(
+            output.status.success(),
+            "promtool {args:?}:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    // Every metric a rule reads is named in settle's sources (a rename breaks this, not the
+    // alert, silently).
+    let rules = read("deploy/prometheus/settle.rules.yml");
+    let mut sources = String::new();
+    for crate_dir in ["ingress/src", "workers/src", "ledger/src", "ops/src"] {
+        for entry in walk(&repository().join(crate_dir)) {
+            sources.push_str(&std::fs::read_to_string(entry).unwrap_or_default());
+        }
+    }
+    let metrics: std::collections::BTreeSet<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("settle_"))
+        .collect();
+    assert!(metrics.len() >= 8, "{metrics:?}");
+    for metric in metrics {
+        assert!(
+            sources.contains(&format!("\"{metric}\"")),
+            "{metric} is used by an alert but emitted nowhere"
+        );
+    }
+}
+
+/// Every `.rs` file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
 }

@@ -191,3 +191,45 @@ async fn every_response_carries_a_request_id() {
         Some("bad id with spaces")
     );
 }
+
+#[tokio::test]
+async fn a_source_with_an_expectation_exposes_when_it_was_last_heard_from() {
+    let db = tests::TestDb::create().await;
+    let toml = tests::app::config_toml(&db.url, &tests::app::AppOptions::default()).replacen(
+        "provider = \"standard\"",
+        "provider = \"standard\"\n        expect_delivery_within_secs = 3600",
+        1,
+    );
+    let config = ops::Config::from_toml(&toml).expect("configuration");
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs_f64();
+    let app = ops::App::build(&config, ops::Role::Ingress)
+        .await
+        .expect("builds");
+    let ops_base = format!("http://{}", app.ops_addr().expect("bound"));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(app.run(shutdown.clone()));
+    let page = reqwest::get(format!("{ops_base}/metrics"))
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("page");
+    let value = |name: &str| -> f64 {
+        page.lines()
+            .find(|line| line.starts_with(&format!("{name}{{source=\"std\"}}")))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} for std in:\n{page}"))
+    };
+    assert_eq!(value("settle_source_expected_within_seconds"), 3600.0);
+    // Set when the process starts listening for it (silence since start counts).
+    assert!(value("settle_source_last_delivery_timestamp_seconds") >= started.floor());
+    assert!(
+        !page.contains("settle_source_expected_within_seconds{source=\"stripe\"}"),
+        "no expectation, no gauge"
+    );
+    shutdown.cancel();
+}
