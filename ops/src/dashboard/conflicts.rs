@@ -1,14 +1,14 @@
 //! Conflicts: the open ones, one beside its original event, and resolving it.
 
 use axum::Form;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use ledger::review::{Decision, PageRequest};
 use maud::html;
 
 use super::session::Viewer;
-use super::{ActionForm, DashboardState, Page, PageError, check_action, layout};
+use super::{ActionForm, DashboardState, Id, Page, PageError, check_action, layout};
 
 pub(super) async fn conflicts(
     State(state): State<DashboardState>,
@@ -36,7 +36,7 @@ pub(super) async fn conflicts(
 pub(super) async fn conflict(
     State(state): State<DashboardState>,
     Viewer(session): Viewer,
-    Path(id): Path<i64>,
+    Id(id): Id,
 ) -> Page {
     let Some(detail) = state.store.conflict(id).await? else {
         return Err(PageError(
@@ -75,7 +75,7 @@ pub(super) async fn conflict(
 pub(super) async fn resolve_conflict(
     State(state): State<DashboardState>,
     Viewer(session): Viewer,
-    Path(id): Path<i64>,
+    Id(id): Id,
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Response {

@@ -11,7 +11,7 @@ use maud::html;
 use serde::Deserialize;
 
 use super::session::Viewer;
-use super::{ActionForm, DashboardState, Page, PageError, check_action, layout, non_empty};
+use super::{ActionForm, DashboardState, Id, Page, PageError, check_action, layout, non_empty};
 
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct DeadLetterQuery {
@@ -62,7 +62,12 @@ pub(super) async fn dead_letters(
                 }
             }
             @if let Some(cursor) = page.next_cursor {
-                a href=(format!("?state={wanted}&cursor={cursor}")) { "Older →" }
+                a href=(super::query_string(&[
+                    ("state", Some(wanted.as_str())),
+                    ("source", query.source.as_deref()),
+                    ("error_code", query.error_code.as_deref()),
+                    ("cursor", Some(cursor.to_string().as_str())),
+                ])) { "Older →" }
             }
         },
     ))
@@ -71,7 +76,7 @@ pub(super) async fn dead_letters(
 pub(super) async fn dead_letter(
     State(state): State<DashboardState>,
     Viewer(session): Viewer,
-    Path(id): Path<i64>,
+    Id(id): Id,
 ) -> Page {
     let Some(detail) = state.store.dead_letter(id).await? else {
         return Err(PageError(
@@ -126,7 +131,8 @@ pub(super) async fn dead_letter(
 pub(super) async fn decide_dead_letter(
     State(state): State<DashboardState>,
     Viewer(session): Viewer,
-    Path((id, action)): Path<(i64, String)>,
+    Id(id): Id,
+    Path((_, action)): Path<(String, String)>,
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Response {

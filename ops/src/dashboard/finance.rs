@@ -40,12 +40,6 @@ pub(super) async fn journal(
     };
     let after = query.cursor.as_deref().and_then(JournalCursor::parse);
     let page = state.store.journal(&filter, after, 50).await?;
-    let keep = |name: &str, value: &Option<String>| {
-        value
-            .as_ref()
-            .map(|v| format!("&{name}={v}"))
-            .unwrap_or_default()
-    };
     Ok(layout(
         "Journal",
         Some(&session),
@@ -76,8 +70,14 @@ pub(super) async fn journal(
                 }
             }
             @if let Some(cursor) = page.next_cursor {
-                a href=(format!("?cursor={cursor}{}{}{}{}{}", keep("from", &query.from), keep("to", &query.to),
-                    keep("account", &query.account), keep("currency", &query.currency), keep("source", &query.source))) { "Next →" }
+                a href=(super::query_string(&[
+                    ("from", query.from.as_deref()),
+                    ("to", query.to.as_deref()),
+                    ("account", query.account.as_deref()),
+                    ("currency", query.currency.as_deref()),
+                    ("source", query.source.as_deref()),
+                    ("cursor", Some(cursor.as_str())),
+                ])) { "Next →" }
             }
         },
     ))

@@ -114,12 +114,64 @@ pub fn router(
         .route("/dashboard/balances", get(balances))
         .route("/dashboard/payouts", get(payouts))
         .route("/dashboard/payouts/{id}", get(payout))
+        .route("/dashboard/{*rest}", get(not_found).post(not_found))
         .with_state(state)
         .layer(a)
         .layer(b)
         .layer(c)
         .layer(d)
         .layer(e)
+}
+
+/// `?name=value&...` of the pairs that have a value, each encoded: a link that pages a list
+/// keeps every filter it was shown with.
+fn query_string(pairs: &[(&str, Option<&str>)]) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in pairs {
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
+            query.append_pair(name, value);
+        }
+    }
+    format!("?{}", query.finish())
+}
+
+/// A numeric id from the URL; anything else is a 400 page saying so (not the framework's
+/// plain-text parse error).
+#[derive(Debug, Clone, Copy)]
+struct Id(i64);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Id {
+    type Rejection = PageError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let axum::extract::Path(segments) =
+            axum::extract::Path::<Vec<String>>::from_request_parts(parts, state)
+                .await
+                .map_err(|_| {
+                    PageError(
+                        StatusCode::BAD_REQUEST,
+                        "This address is not one the dashboard knows.".into(),
+                    )
+                })?;
+        let text = segments.first().map(String::as_str).unwrap_or_default();
+        text.parse().map(Id).map_err(|_| {
+            PageError(
+                StatusCode::BAD_REQUEST,
+                format!("{text:?} is not an id: ids are whole numbers, as the lists show them."),
+            )
+        })
+    }
+}
+
+/// Any dashboard address that names no page.
+async fn not_found() -> PageError {
+    PageError(
+        StatusCode::NOT_FOUND,
+        "There is no such page. The menu above lists every one.".into(),
+    )
 }
 
 /// A page that could not be shown.

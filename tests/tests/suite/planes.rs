@@ -319,3 +319,77 @@ async fn a_session_expires_and_a_token_removed_from_the_configuration_ends_its_s
     assert_eq!(overview(&lasting.ops_url(""), &cookie).await.0, 200);
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn the_dashboard_answers_a_bad_address_with_its_own_page_and_pages_keep_their_filters() {
+    let app = app(Role::Serve).await;
+    // 52 dead letters (invalid facts), enough for a second page of 50.
+    for i in 0..52 {
+        let body = tests::app::charge(&format!("ch_bad_{i}"), "100.00", "3.20", "90.00");
+        assert_eq!(
+            app.post_standard(&format!("msg_bad_{i}"), &body)
+                .await
+                .status()
+                .as_u16(),
+            200
+        );
+    }
+    app.wait_for(
+        "52 dead letters",
+        60,
+        "SELECT count(*) = 52 FROM dead_letters",
+    )
+    .await;
+    let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
+    let page = |path: &str| {
+        let (url, cookie) = (app.ops_url(path), cookie.clone());
+        async move {
+            let response = no_redirects()
+                .get(url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .expect("page");
+            let status = response.status().as_u16();
+            let html = response.text().await.unwrap_or_default();
+            (status, html)
+        }
+    };
+    let (status, first) = page("/dashboard/dead-letters?source=std&error_code=invalid_facts").await;
+    assert_eq!(status, 200);
+    let older = first
+        .split("href=\"")
+        .filter_map(|rest| rest.split('"').next())
+        .find(|href| href.contains("cursor="))
+        .expect("an Older link")
+        .replace("&amp;", "&");
+    assert!(
+        older.contains("source=std") && older.contains("error_code=invalid_facts"),
+        "{older}"
+    );
+    let (status, second) = page(&format!("/dashboard/dead-letters{older}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        second.matches("/dashboard/dead-letters/").count(),
+        2,
+        "the two older ones"
+    );
+
+    for (path, status, says) in [
+        ("/dashboard/dead-letters/abc", 400, "is not an id"),
+        ("/dashboard/conflicts/1x", 400, "is not an id"),
+        (
+            "/dashboard/dead-letters/999999",
+            404,
+            "No dead letter 999999",
+        ),
+        ("/dashboard/no-such-page", 404, "no such page"),
+    ] {
+        let (got, html) = page(path).await;
+        assert_eq!(got, status, "{path}");
+        assert!(
+            html.contains("<html") && html.contains(says),
+            "{path}: a page of the dashboard saying so: {html}"
+        );
+    }
+}
