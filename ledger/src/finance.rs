@@ -25,6 +25,8 @@ pub struct JournalFilter {
     pub kind: Option<String>,
     pub reference: Option<String>,
     pub payout_id: Option<String>,
+    /// Latest effective date first (the cursor then pages towards older entries).
+    pub newest_first: bool,
 }
 
 /// A position in the journal's order (effective date, then id). The journal is append-only, so

@@ -13,7 +13,12 @@ macro_rules! finance_reads {
                 after: Option<JournalCursor>,
                 limit: u32,
             ) -> Result<JournalPage, StoreError> {
-                let rows = sqlx::query(
+                let (after_cursor, order) = match filter.newest_first {
+                    false => (">", "ASC"),
+                    true => ("<", "DESC"),
+                };
+                // Only the two fixed orders are put into the text; every value is bound.
+                let sql = format!(
                     "SELECT je.id, je.effective_date, je.recorded_at, je.source, je.kind, je.movement_id, je.payout_id,
                             je.reference, je.description, je.event_id, je.reverses_entry_id, je.details,
                             (SELECT r.id FROM journal_entries r WHERE r.reverses_entry_id = je.id) AS reversed_by_entry_id
@@ -23,10 +28,11 @@ macro_rules! finance_reads {
                        AND ($4 IS NULL OR EXISTS (SELECT 1 FROM journal_lines l WHERE l.entry_id = je.id AND l.currency = $4))
                        AND ($5 IS NULL OR je.source = $5) AND ($6 IS NULL OR je.kind = $6)
                        AND ($7 IS NULL OR je.reference = $7) AND ($8 IS NULL OR je.payout_id = $8)
-                       AND ($9 IS NULL OR (je.effective_date, je.id) > ($9, $10))
-                     ORDER BY je.effective_date, je.id
-                     LIMIT $11",
-                )
+                       AND ($9 IS NULL OR (je.effective_date, je.id) {after_cursor} ($9, $10))
+                     ORDER BY je.effective_date {order}, je.id {order}
+                     LIMIT $11"
+                );
+                let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(filter.from)
                 .bind(filter.to)
                 .bind(filter.account.as_deref())

@@ -34,6 +34,8 @@ pub(super) struct JournalParams {
     kind: Option<String>,
     reference: Option<String>,
     payout_id: Option<String>,
+    /// Latest effective date first (default: oldest first).
+    newest_first: Option<bool>,
     /// `next_cursor` of the previous page.
     cursor: Option<String>,
     /// At most this many entries (default 50, at most 500).
@@ -51,6 +53,7 @@ impl JournalParams {
             kind: self.kind.clone(),
             reference: self.reference.clone(),
             payout_id: self.payout_id.clone(),
+            newest_first: self.newest_first.unwrap_or(false),
         }
     }
 }

@@ -58,6 +58,9 @@ pub struct JournalArgs {
     /// Only entries tied to this payout.
     #[arg(long)]
     payout_id: Option<String>,
+    /// Latest effective date first.
+    #[arg(long)]
+    newest_first: bool,
 }
 
 impl JournalArgs {
@@ -71,6 +74,7 @@ impl JournalArgs {
             kind: self.kind.clone(),
             reference: self.reference.clone(),
             payout_id: self.payout_id.clone(),
+            newest_first: self.newest_first,
         }
     }
 }

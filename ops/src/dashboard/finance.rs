@@ -17,6 +17,7 @@ pub(super) struct JournalQuery {
     account: Option<String>,
     currency: Option<String>,
     source: Option<String>,
+    reference: Option<String>,
     cursor: Option<String>,
 }
 
@@ -36,6 +37,8 @@ pub(super) async fn journal(
         account: non_empty(&query.account),
         currency: non_empty(&query.currency),
         source: non_empty(&query.source),
+        reference: non_empty(&query.reference),
+        newest_first: true,
         ..JournalFilter::default()
     };
     let after = query.cursor.as_deref().and_then(JournalCursor::parse);
@@ -50,7 +53,9 @@ pub(super) async fn journal(
                 " Account " input name="account" value=(query.account.clone().unwrap_or_default());
                 " Currency " input name="currency" size="4" value=(query.currency.clone().unwrap_or_default());
                 " Source " input name="source" size="8" value=(query.source.clone().unwrap_or_default());
+                " Reference " input name="reference" size="12" value=(query.reference.clone().unwrap_or_default());
                 " " button type="submit" { "Filter" }
+                span.muted { " Newest first." }
             }
             table id="journal" {
                 tr { th { "Entry" } th { "Date" } th { "Description" } th { "Account" } th.num { "Debit" } th.num { "Credit" } th { "Cur" } }
@@ -76,8 +81,9 @@ pub(super) async fn journal(
                     ("account", query.account.as_deref()),
                     ("currency", query.currency.as_deref()),
                     ("source", query.source.as_deref()),
+                    ("reference", query.reference.as_deref()),
                     ("cursor", Some(cursor.as_str())),
-                ])) { "Next →" }
+                ])) { "Older →" }
             }
         },
     ))

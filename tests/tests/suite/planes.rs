@@ -393,3 +393,58 @@ async fn the_dashboard_answers_a_bad_address_with_its_own_page_and_pages_keep_th
         );
     }
 }
+
+#[tokio::test]
+async fn the_journal_reads_newest_first_in_the_dashboard_and_on_request_in_the_api() {
+    let app = app(Role::Serve).await;
+    for day in 1..=5 {
+        let body = tests::app::charge(&format!("ch_day_{day}"), "10.00", "0.30", "9.70")
+            .replace("2026-11-30T11:59:00Z", &format!("2026-11-0{day}T12:00:00Z"));
+        assert_eq!(
+            app.post_standard(&format!("msg_day_{day}"), &body)
+                .await
+                .status()
+                .as_u16(),
+            200
+        );
+    }
+    app.wait_settled(30).await;
+    // Paged two at a time, newest first: every entry once, latest date first.
+    let mut dates = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/api/journal?newest_first=true&limit=2&cursor={c}"),
+            None => "/api/journal?newest_first=true&limit=2".to_owned(),
+        };
+        let (status, page) = app.api_get(&path, Some(OPS_TOKEN)).await;
+        assert_eq!(status, 200, "{page}");
+        for entry in page["items"].as_array().expect("items") {
+            dates.push(entry["effective_date"].as_str().expect("date").to_owned());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(
+        dates,
+        ["2026-11-05", "2026-11-04", "2026-11-03", "2026-11-02", "2026-11-01"]
+    );
+    let (_, oldest) = app.api_get("/api/journal?limit=1", Some(OPS_TOKEN)).await;
+    assert_eq!(oldest["items"][0]["effective_date"], "2026-11-01", "oldest first by default");
+
+    let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
+    let html = no_redirects()
+        .get(app.ops_url("/dashboard/journal?source=std"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("journal")
+        .text()
+        .await
+        .expect("page");
+    let first = html.find("2026-11-05").expect("the newest entry");
+    let last = html.find("2026-11-01").expect("the oldest entry");
+    assert!(first < last, "the dashboard's journal opens at the newest entry");
+}
