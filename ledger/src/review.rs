@@ -102,6 +102,75 @@ pub struct EventView {
     pub status_changed_at: DateTime<Utc>,
 }
 
+/// What an event search matches: every field set must hold. Newest first (by id).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventFilter {
+    pub source: Option<String>,
+    /// The external id, exactly.
+    pub external_id: Option<String>,
+    /// External ids starting with this.
+    pub external_id_prefix: Option<String>,
+    pub kind: Option<String>,
+    /// `recorded`, `posted`, `abandoned` or `discarded`.
+    pub status: Option<String>,
+    pub movement_id: Option<String>,
+    /// A reference (order number) of an entry the event wrote or settled on.
+    pub reference: Option<String>,
+    /// A payout an entry of the event is tied to or belongs to.
+    pub payout_id: Option<String>,
+    /// Received at or after (RFC 3339).
+    pub received_from: Option<DateTime<Utc>>,
+    /// Received before (RFC 3339).
+    pub received_to: Option<DateTime<Utc>>,
+    /// Of a dead letter the event has had (any state).
+    pub error_class: Option<String>,
+    pub error_code: Option<String>,
+}
+
+impl EventFilter {
+    /// Checks what has a closed set of values: a typo is an error, not an empty result.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(status) = &self.status
+            && EventStatus::ALL.iter().all(|s| s.as_str() != status)
+        {
+            return Err(format!(
+                "status {status:?} is none of recorded, posted, abandoned, discarded"
+            ));
+        }
+        if let Some(class) = &self.error_class
+            && !["permanent", "exhausted"].contains(&class.as_str())
+        {
+            return Err(format!(
+                "error_class {class:?} is neither permanent nor exhausted"
+            ));
+        }
+        if let (Some(from), Some(to)) = (self.received_from, self.received_to)
+            && from >= to
+        {
+            return Err("received_from must be before received_to".into());
+        }
+        Ok(())
+    }
+}
+
+/// An event in a search's results.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct EventSummary {
+    pub id: i64,
+    pub source: String,
+    pub external_id: String,
+    pub status: String,
+    pub kind: Option<String>,
+    pub movement_id: Option<String>,
+    pub received_at: DateTime<Utc>,
+    pub posted_entry_id: Option<i64>,
+    /// Its open dead letter's id, class and code, if it has one.
+    pub dead_letter_id: Option<i64>,
+    pub error_class: Option<String>,
+    pub error_code: Option<String>,
+}
+
 /// A dead letter in a listing.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct DeadLetterSummary {

@@ -11,6 +11,7 @@ mod postgres;
 mod prepare;
 mod review_reads;
 mod rows;
+mod search;
 pub mod sessions;
 mod sqlite;
 mod start;
@@ -522,6 +523,23 @@ impl Store {
     /// Non-zero balances per account and currency.
     pub async fn balances(&self, query: BalanceQuery) -> Result<Vec<BalanceRow>, StoreError> {
         on_backend!(self, store => store.balances(query).await)
+    }
+
+    /// Events matching `filter`, newest first, a page after `page.cursor` (an id).
+    pub async fn search_events(
+        &self,
+        filter: &crate::review::EventFilter,
+        page: PageRequest,
+    ) -> Result<Page<crate::review::EventSummary>, StoreError> {
+        on_backend!(self, store => store.search_events(filter, page).await)
+    }
+
+    /// The database's plan for a search (to hold searches to index plans).
+    pub async fn search_plan(
+        &self,
+        filter: &crate::review::EventFilter,
+    ) -> Result<String, StoreError> {
+        on_backend!(self, store => store.search_plan(filter).await)
     }
 
     /// Opens a dashboard session (and forgets the expired ones).

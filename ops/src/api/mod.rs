@@ -84,6 +84,7 @@ fn documented(state: ApiState) -> (Router, OpenApiDocument) {
         .routes(routes!(dead_letters::bulk_discard))
         .routes(routes!(reads::event))
         .routes(routes!(reads::find_event))
+        .routes(routes!(reads::search_events))
         .routes(routes!(reads::conflicts))
         .routes(routes!(reads::conflict))
         .routes(routes!(reads::resolve_conflict))

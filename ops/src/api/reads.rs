@@ -1,11 +1,12 @@
-//! `/api/events` and `/api/conflicts`.
+//! `/api/events` (one, by key, and the search) and `/api/conflicts`.
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use ledger::review::{
-    ConflictDetail, ConflictView, Decided, Decision, EventView, Page, PageRequest,
+    ConflictDetail, ConflictView, Decided, Decision, EventFilter, EventSummary, EventView, Page,
+    PageRequest,
 };
 use ledger::{EventId, Store};
 use serde::Deserialize;
@@ -51,6 +52,35 @@ pub(super) async fn find_event(
         .await?
         .map(Json)
         .ok_or(ApiError::NotFound("event"))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct SearchPage {
+    /// `next_cursor` of the previous page.
+    cursor: Option<i64>,
+    /// At most this many events (default 50).
+    limit: Option<u32>,
+}
+
+/// Events matching every filter given, newest first, paged by `cursor`.
+#[utoipa::path(get, path = "/api/events/search", tag = "events", params(EventFilter, SearchPage),
+    responses((status = 200, body = Page<EventSummary>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn search_events(
+    Reader(_): Reader,
+    State(store): State<Store>,
+    filter: Result<Query<EventFilter>, QueryRejection>,
+    page: Result<Query<SearchPage>, QueryRejection>,
+) -> Result<Json<Page<EventSummary>>, ApiError> {
+    let Query(filter) = filter.map_err(|error| ApiError::BadRequest(error.body_text()))?;
+    let Query(page) = page.map_err(|error| ApiError::BadRequest(error.body_text()))?;
+    filter.check().map_err(ApiError::BadRequest)?;
+    Ok(Json(
+        store
+            .search_events(&filter, PageRequest::new(page.cursor, page.limit))
+            .await?,
+    ))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

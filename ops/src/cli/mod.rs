@@ -119,6 +119,16 @@ pub enum Command {
         #[command(subcommand)]
         command: review::DeadLetterCommand,
     },
+    /// Find events: by source, external id (or its prefix), kind, status, movement, reference,
+    /// payout, received time or dead-letter class/code, newest first.
+    #[command(after_help = "Examples:\n  \
+        settle events search --source stripe --external-id-prefix evt_1Q\n  \
+        settle events search --reference order-42\n  \
+        settle events search --error-code provider_auth --received-from 2026-12-01T00:00:00Z")]
+    Events {
+        #[command(subcommand)]
+        command: review::EventCommand,
+    },
     /// Conflicting redeliveries: list, show, resolve.
     #[command(after_help = "Example:\n  \
         settle conflicts resolve 3 --reason \"provider confirmed the original\"")]
@@ -365,6 +375,12 @@ async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<
         Command::Conflicts { command } => {
             with_store(&config, |store| async move {
                 review::conflicts(&store, command).await
+            })
+            .await
+        }
+        Command::Events { command } => {
+            with_store(&config, |store| async move {
+                review::events(&store, command).await
             })
             .await
         }

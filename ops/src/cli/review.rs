@@ -515,3 +515,128 @@ pub async fn conflicts(store: &Store, command: ConflictCommand) -> anyhow::Resul
         }
     }
 }
+
+#[derive(Debug, Subcommand)]
+pub enum EventCommand {
+    /// Events matching every filter given, newest first.
+    Search {
+        #[command(flatten)]
+        filter: SearchArgs,
+        #[command(flatten)]
+        page: PageArgs,
+        /// Machine-readable output (JSON) on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// The source's configured name.
+    #[arg(long)]
+    source: Option<String>,
+    /// The provider's event id, exactly.
+    #[arg(long)]
+    external_id: Option<String>,
+    /// Provider event ids starting with this.
+    #[arg(long)]
+    external_id_prefix: Option<String>,
+    /// The kind as delivered (charge_settled, charge.succeeded, CAPTURE...).
+    #[arg(long)]
+    kind: Option<String>,
+    /// recorded, posted, abandoned or discarded.
+    #[arg(long)]
+    status: Option<String>,
+    /// The movement (charge, refund, payout...) the event is about.
+    #[arg(long)]
+    movement_id: Option<String>,
+    /// A reference (order number) of an entry the event wrote or settled on.
+    #[arg(long)]
+    reference: Option<String>,
+    /// A payout an entry of the event belongs to.
+    #[arg(long)]
+    payout_id: Option<String>,
+    /// Received at or after this time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    received_from: Option<String>,
+    /// Received before this time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    received_to: Option<String>,
+    /// Of a dead letter it has had: permanent or exhausted.
+    #[arg(long)]
+    error_class: Option<String>,
+    /// Of a dead letter it has had (invalid_facts, provider_auth...).
+    #[arg(long)]
+    error_code: Option<String>,
+}
+
+impl SearchArgs {
+    fn filter(self) -> anyhow::Result<ledger::review::EventFilter> {
+        let time = |text: Option<String>, flag: &str| {
+            text.map(|t| parse_time(&t).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))
+                .transpose()
+        };
+        let filter = ledger::review::EventFilter {
+            source: self.source,
+            external_id: self.external_id,
+            external_id_prefix: self.external_id_prefix,
+            kind: self.kind,
+            status: self.status,
+            movement_id: self.movement_id,
+            reference: self.reference,
+            payout_id: self.payout_id,
+            received_from: time(self.received_from, "received-from")?,
+            received_to: time(self.received_to, "received-to")?,
+            error_class: self.error_class,
+            error_code: self.error_code,
+        };
+        filter.check().map_err(anyhow::Error::msg)?;
+        Ok(filter)
+    }
+}
+
+pub async fn events(store: &Store, command: EventCommand) -> anyhow::Result<()> {
+    let EventCommand::Search { filter, page, json } = command;
+    let page = store
+        .search_events(
+            &filter.filter()?,
+            PageRequest::new(page.cursor, Some(page.limit)),
+        )
+        .await?;
+    if json {
+        return table::json(&page);
+    }
+    let rows: Vec<Vec<String>> = page
+        .items
+        .iter()
+        .map(|e| {
+            vec![
+                e.id.to_string(),
+                e.received_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                e.source.clone(),
+                e.external_id.clone(),
+                or_dash(e.kind.as_ref()),
+                e.status.clone(),
+                or_dash(e.movement_id.as_ref()),
+                or_dash(e.error_code.as_ref()),
+            ]
+        })
+        .collect();
+    table::print(
+        &[
+            "ID",
+            "RECEIVED",
+            "SOURCE",
+            "EXTERNAL ID",
+            "KIND",
+            "STATUS",
+            "MOVEMENT",
+            "DEAD LETTER",
+        ],
+        &rows,
+    );
+    if let Some(cursor) = page.next_cursor {
+        println!("\nmore: --cursor {cursor}");
+    }
+    Ok(())
+}

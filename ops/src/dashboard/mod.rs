@@ -8,6 +8,7 @@ mod auth;
 mod chart;
 mod conflicts;
 mod dead_letters;
+mod events;
 mod finance;
 mod session;
 
@@ -107,6 +108,7 @@ pub fn router(
             "/dashboard/dead-letters/{id}/{action}",
             post(decide_dead_letter),
         )
+        .route("/dashboard/events", get(events::events))
         .route("/dashboard/conflicts", get(conflicts))
         .route("/dashboard/conflicts/{id}", get(conflict))
         .route("/dashboard/conflicts/{id}/resolve", post(resolve_conflict))
@@ -217,6 +219,7 @@ fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
             body {
                 nav {
                     a href="/dashboard" { "settle" }
+                    a href="/dashboard/events" { "Events" }
                     a href="/dashboard/dead-letters" { "Dead letters" }
                     a href="/dashboard/conflicts" { "Conflicts" }
                     a href="/dashboard/journal" { "Journal" }

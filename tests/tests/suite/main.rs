@@ -20,4 +20,5 @@ mod providers;
 mod queue;
 mod recording;
 mod schema;
+mod search;
 mod stripe;

@@ -429,10 +429,19 @@ async fn the_journal_reads_newest_first_in_the_dashboard_and_on_request_in_the_a
     }
     assert_eq!(
         dates,
-        ["2026-11-05", "2026-11-04", "2026-11-03", "2026-11-02", "2026-11-01"]
+        [
+            "2026-11-05",
+            "2026-11-04",
+            "2026-11-03",
+            "2026-11-02",
+            "2026-11-01"
+        ]
     );
     let (_, oldest) = app.api_get("/api/journal?limit=1", Some(OPS_TOKEN)).await;
-    assert_eq!(oldest["items"][0]["effective_date"], "2026-11-01", "oldest first by default");
+    assert_eq!(
+        oldest["items"][0]["effective_date"], "2026-11-01",
+        "oldest first by default"
+    );
 
     let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
     let html = no_redirects()
@@ -446,5 +455,69 @@ async fn the_journal_reads_newest_first_in_the_dashboard_and_on_request_in_the_a
         .expect("page");
     let first = html.find("2026-11-05").expect("the newest entry");
     let last = html.find("2026-11-01").expect("the oldest entry");
-    assert!(first < last, "the dashboard's journal opens at the newest entry");
+    assert!(
+        first < last,
+        "the dashboard's journal opens at the newest entry"
+    );
+}
+
+#[tokio::test]
+async fn the_dashboard_finds_events_by_any_filter_and_pages_keep_them() {
+    let app = app(Role::Serve).await;
+    for i in 0..53 {
+        let body = tests::app::charge(&format!("ch_find_{i}"), "10.00", "0.30", "9.70");
+        assert_eq!(
+            app.post_standard(&format!("find_{i}"), &body)
+                .await
+                .status()
+                .as_u16(),
+            200
+        );
+    }
+    let other = tests::app::charge("ch_other", "10.00", "0.30", "9.70");
+    assert_eq!(
+        app.post_standard("other_1", &other).await.status().as_u16(),
+        200
+    );
+    app.wait_settled(60).await;
+    let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
+    let get = |path: String| {
+        let cookie = cookie.clone();
+        async move {
+            let response = no_redirects()
+                .get(path)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .expect("page");
+            (
+                response.status().as_u16(),
+                response.text().await.unwrap_or_default(),
+            )
+        }
+    };
+    let (status, first) =
+        get(app.ops_url("/dashboard/events?external_id_prefix=find_&status=posted")).await;
+    assert_eq!(status, 200);
+    assert!(
+        first.contains("find_52") && !first.contains("other_1"),
+        "newest first, filtered"
+    );
+    let older = first
+        .split("href=\"")
+        .filter_map(|rest| rest.split('"').next())
+        .find(|href| href.contains("cursor="))
+        .expect("an Older link")
+        .replace("&amp;", "&");
+    assert!(
+        older.contains("external_id_prefix=find_") && older.contains("status=posted"),
+        "{older}"
+    );
+    let (_, second) = get(app.ops_url(&format!("/dashboard/events{older}"))).await;
+    assert!(
+        second.contains("find_0") && !second.contains("find_52") && !second.contains("other_1")
+    );
+    let (status, refused) = get(app.ops_url("/dashboard/events?status=postd")).await;
+    assert_eq!(status, 400);
+    assert!(refused.contains("postd") && refused.contains("<html"));
 }

@@ -94,3 +94,11 @@ impl PgStore {
 
 crate::store::finance_reads::finance_reads!(PgStore, PgRow);
 crate::store::sessions::session_rows!(PgStore);
+crate::store::search::event_search!(
+    PgStore,
+    sqlx::Postgres,
+    " COLLATE \"C\"",
+    "EXPLAIN ",
+    " AND e.id = ANY(ARRAY(",
+    "))"
+);

@@ -115,3 +115,11 @@ fn major(minor: i64, currency: &str) -> Decimal {
     Decimal::new(minor, exponent)
 }
 crate::store::sessions::session_rows!(SqliteStore);
+crate::store::search::event_search!(
+    SqliteStore,
+    sqlx::Sqlite,
+    "",
+    "EXPLAIN QUERY PLAN ",
+    " AND e.id IN (",
+    ")"
+);
