@@ -847,8 +847,148 @@ async fn part_adyen(results: &mut serde_json::Map<String, Value>) {
     );
 }
 
+/// 7: searching a store of `BENCH_SEARCH_EVENTS` events (default 1,000,000; 1 % dead-lettered),
+/// seeded by SQL and analysed as autovacuum would: each filter's first page (50, newest first),
+/// 200 times, p50 and p99 through the store as the API calls it.
+async fn part_search(results: &mut serde_json::Map<String, Value>) {
+    use ledger::review::{EventFilter, PageRequest};
+    let events: i64 = std::env::var("BENCH_SEARCH_EVENTS")
+        .ok()
+        .map_or(1_000_000, |v| v.parse().expect("a positive integer"));
+    println!("\n7. event search (PostgreSQL, {events} events, first page of 50, 200 times each)");
+    let db = TestDb::create().await;
+    let store = ledger::Store::connect(&db.url, &ledger::StoreOptions::default())
+        .await
+        .expect("store");
+    store.migrate().await.expect("migrate");
+    let pool = db.pool().await;
+    let seeded = Instant::now();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO settlement_events (source, external_id, status, kind, movement_id, fingerprint, facts, payload, job_id, received_at)
+         SELECT CASE WHEN i % 3 = 0 THEN 'stripe' WHEN i % 3 = 1 THEN 'std' ELSE 'adyen' END, 'evt_' || i,
+                CASE WHEN i % 100 = 0 THEN 'abandoned' ELSE 'posted' END,
+                CASE WHEN i % 4 = 0 THEN 'refund_settled' ELSE 'charge_settled' END,
+                'mv_' || i, repeat('a', 64), '{{}}'::jsonb, '{{}}', 'job_' || i,
+                now() - make_interval(secs => {events} - i)
+         FROM generate_series(1, {events}) AS i;
+         INSERT INTO dead_letters (event_id, job_id, error_class, error_code, last_error, attempts)
+         SELECT id, job_id, 'permanent', CASE WHEN id % 200 = 0 THEN 'invalid_facts' ELSE 'provider_facts' END, 'seeded', 1
+         FROM settlement_events WHERE status = 'abandoned';
+         ANALYZE"
+    )))
+    .execute(&pool)
+    .await
+    .expect("seed");
+    println!("  seeded in {} s", seeded.elapsed().as_secs());
+    let now = chrono::Utc::now();
+    let text = |s: &str| Some(s.to_owned());
+    let middle = format!("evt_{}", events / 2);
+    let searches: Vec<(&str, EventFilter)> = vec![
+        ("newest (no filter)", EventFilter::default()),
+        (
+            "source",
+            EventFilter {
+                source: text("adyen"),
+                ..Default::default()
+            },
+        ),
+        (
+            "external id",
+            EventFilter {
+                external_id: Some(middle.clone()),
+                ..Default::default()
+            },
+        ),
+        (
+            "external id prefix",
+            EventFilter {
+                external_id_prefix: Some(middle.clone()),
+                ..Default::default()
+            },
+        ),
+        (
+            "source + prefix",
+            EventFilter {
+                source: text("std"),
+                external_id_prefix: text("evt_12345"),
+                ..Default::default()
+            },
+        ),
+        (
+            "kind",
+            EventFilter {
+                kind: text("refund_settled"),
+                ..Default::default()
+            },
+        ),
+        (
+            "status (1 %)",
+            EventFilter {
+                status: text("abandoned"),
+                ..Default::default()
+            },
+        ),
+        (
+            "movement",
+            EventFilter {
+                movement_id: Some(format!("mv_{}", events / 3)),
+                ..Default::default()
+            },
+        ),
+        (
+            "received, an hour long window a day ago",
+            EventFilter {
+                received_from: Some(now - chrono::Duration::hours(25)),
+                received_to: Some(now - chrono::Duration::hours(24)),
+                ..Default::default()
+            },
+        ),
+        (
+            "dead-letter code (0.005 %)",
+            EventFilter {
+                error_code: text("invalid_facts"),
+                ..Default::default()
+            },
+        ),
+        (
+            "dead-letter class",
+            EventFilter {
+                error_class: text("permanent"),
+                ..Default::default()
+            },
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (name, filter) in searches {
+        let mut samples = Vec::with_capacity(200);
+        let mut found = 0;
+        for _ in 0..200 {
+            let started = Instant::now();
+            let page = store
+                .search_events(&filter, PageRequest::new(None, Some(50)))
+                .await
+                .expect("search");
+            samples.push(started.elapsed().as_micros() as u64);
+            found = page.items.len();
+        }
+        samples.sort_unstable();
+        // Percentiles by rank, in microseconds, shown in milliseconds.
+        let at = |percent: usize| samples[(samples.len() - 1) * percent / 100];
+        let ms = |us: u64| format!("{}.{:02}", us / 1000, us % 1000 / 10);
+        let (p50, p99) = (at(50), at(99));
+        println!(
+            "  {name:<42} p50 {:>7} ms  p99 {:>7} ms  ({found} on the page)",
+            ms(p50),
+            ms(p99)
+        );
+        rows.push(json!({"filter": name, "p50_us": p50, "p99_us": p99, "page": found}));
+    }
+    results.insert("search".into(), json!({"events": events, "filters": rows}));
+    store.close().await;
+}
+
 /// Which parts to run: all by default; `BENCH_PARTS=drain,e2e` runs some (while iterating):
-/// `ingress`, `drain`, `e2e`, `sqlite`, `stripe`, `adyen`.
+/// `ingress`, `drain`, `e2e`, `sqlite`, `stripe`, `adyen`, `search`.
 fn wanted(part: &str) -> bool {
     std::env::var("BENCH_PARTS").map_or(true, |parts| parts.split(',').any(|p| p.trim() == part))
 }
@@ -1040,6 +1180,9 @@ async fn main() {
     }
     if wanted("adyen") {
         part_adyen(&mut results).await;
+    }
+    if wanted("search") {
+        part_search(&mut results).await;
     }
     let text = serde_json::to_string_pretty(&Value::Object(results)).expect("json");
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
