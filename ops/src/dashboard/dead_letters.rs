@@ -5,13 +5,14 @@ use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use ledger::review::{DeadLetterFilter, DeadLetterState, Decision, PageRequest};
+use ledger::review::{BULK_LIMIT_MAX, DeadLetterFilter, DeadLetterState, Decision, PageRequest};
 use ledger::state::StateMachine;
 use maud::html;
 use serde::Deserialize;
 
 use super::session::Viewer;
 use super::{ActionForm, DashboardState, Id, Page, PageError, check_action, layout, non_empty};
+use crate::actions::{self, Action};
 
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct DeadLetterQuery {
@@ -59,6 +60,17 @@ pub(super) async fn dead_letters(
                         td { (d.state) } td { (d.source) } td { (d.external_id) } td { (d.error_class) } td { (d.error_code) }
                         td.num { (d.attempts) } td { (d.abandoned_at.format("%Y-%m-%d %H:%M:%S")) } td { (d.last_error) }
                     }
+                }
+            }
+            @if wanted == "open" && session.caller.role.may_act() && !page.items.is_empty() {
+                form method="post" action="/dashboard/dead-letters/bulk" id="bulk" {
+                    input type="hidden" name="csrf" value=(session.csrf);
+                    input type="hidden" name="source" value=(query.source.clone().unwrap_or_default());
+                    input type="hidden" name="error_code" value=(query.error_code.clone().unwrap_or_default());
+                    "Every open one matching this filter: "
+                    select name="action" { option value="requeue" { "requeue" } option value="discard" { "discard" } }
+                    " reason " input name="reason" required size="30";
+                    " " button type="submit" id="bulk-preview" { "Preview" }
                 }
             }
             @if let Some(cursor) = page.next_cursor {
@@ -156,4 +168,115 @@ pub(super) async fn decide_dead_letter(
         )
             .into_response(),
     }
+}
+
+/// The bulk form: the list's filter, the action, a reason, and on confirmation the count the
+/// person saw in the preview (the cap).
+#[derive(Debug, Deserialize)]
+pub(super) struct BulkForm {
+    csrf: String,
+    action: String,
+    #[serde(default)]
+    reason: String,
+    source: Option<String>,
+    error_code: Option<String>,
+    /// Present on confirmation: how many the preview showed.
+    confirm: Option<usize>,
+}
+
+/// Requeue or discard every open dead letter the list's filter matches: first a preview (what
+/// each would become, how many, and a warning when permanent failures would be requeued), then,
+/// confirmed with the count seen, the action item by item (each audited in its own transaction);
+/// if more match by then than were confirmed, nothing is done and the preview is shown again.
+pub(super) async fn bulk(
+    State(state): State<DashboardState>,
+    Viewer(session): Viewer,
+    headers: HeaderMap,
+    Form(form): Form<BulkForm>,
+) -> Response {
+    if let Some(refused) = check_action(&session, &headers, &form.csrf, true) {
+        return refused;
+    }
+    let action = match form.action.as_str() {
+        "requeue" => Action::Requeue,
+        "discard" => Action::Discard,
+        _ => return PageError(StatusCode::BAD_REQUEST, "No such action.".into()).into_response(),
+    };
+    if form.reason.trim().is_empty() {
+        return PageError(
+            StatusCode::BAD_REQUEST,
+            "A bulk action needs a reason (it is kept in the audit log).".into(),
+        )
+        .into_response();
+    }
+    let filter = DeadLetterFilter {
+        source: non_empty(&form.source),
+        error_code: non_empty(&form.error_code),
+        ..DeadLetterFilter::default()
+    };
+    let ids = match actions::matching(&state.store, &filter, BULK_LIMIT_MAX).await {
+        Ok(ids) => ids,
+        Err(error) => return PageError::from(error).into_response(),
+    };
+    let decision = Decision {
+        actor: session.caller.name.clone(),
+        reason: form.reason.clone(),
+    };
+    let confirmed = form.confirm.filter(|&seen| ids.len() <= seen);
+    let report = actions::act(&state.store, action, &ids, &decision, confirmed.is_none()).await;
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for item in &report.items {
+        match counts
+            .iter_mut()
+            .find(|(outcome, _)| *outcome == item.outcome)
+        {
+            Some((_, n)) => *n += 1,
+            None => counts.push((item.outcome, 1)),
+        }
+    }
+    let permanent = if action == Action::Requeue && report.dry_run {
+        let permanent = DeadLetterFilter {
+            error_class: Some(ledger::job::ErrorClass::Permanent),
+            ..filter.clone()
+        };
+        match actions::matching(&state.store, &permanent, BULK_LIMIT_MAX).await {
+            Ok(permanent) => permanent.len(),
+            Err(error) => return PageError::from(error).into_response(),
+        }
+    } else {
+        0
+    };
+    let grown = form.confirm.is_some() && confirmed.is_none();
+    layout(
+        if report.dry_run { "Bulk action: preview" } else { "Bulk action: done" },
+        Some(&session),
+        html! {
+            @if grown {
+                p.alert { "More dead letters match now (" (ids.len()) ") than you confirmed (" (form.confirm.unwrap_or_default()) "): nothing was done. Check the preview again." }
+            }
+            p id="bulk-summary" {
+                (ids.len()) " open dead letter(s) match"
+                @if let Some(source) = non_empty(&form.source) { " (source " (source) ")" }
+                @if let Some(code) = non_empty(&form.error_code) { " (code " (code) ")" }
+                ". "
+                @for (outcome, n) in &counts { (outcome) ": " (n) ". " }
+            }
+            @if permanent > 0 {
+                p.alert id="bulk-permanent" { (permanent) " of these failed for their own facts (a permanent error): requeued as they are, they will fail again unless something changed (the configuration, a fix deployed)." }
+            }
+            @if report.dry_run && !ids.is_empty() {
+                form method="post" action="/dashboard/dead-letters/bulk" {
+                    input type="hidden" name="csrf" value=(session.csrf);
+                    input type="hidden" name="action" value=(form.action);
+                    input type="hidden" name="reason" value=(form.reason);
+                    input type="hidden" name="source" value=(form.source.clone().unwrap_or_default());
+                    input type="hidden" name="error_code" value=(form.error_code.clone().unwrap_or_default());
+                    input type="hidden" name="confirm" value=(ids.len());
+                    button type="submit" id="bulk-confirm" { (form.action) " these " (ids.len()) }
+                }
+            }
+            p { a href="/dashboard/dead-letters" { "Back to the dead letters" } }
+        },
+    )
+    .into_response()
 }

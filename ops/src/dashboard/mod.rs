@@ -103,6 +103,7 @@ pub fn router(
         .route("/dashboard/logout", post(logout))
         .route("/dashboard/logout-everywhere", post(logout_everywhere))
         .route("/dashboard/dead-letters", get(dead_letters))
+        .route("/dashboard/dead-letters/bulk", post(dead_letters::bulk))
         .route("/dashboard/dead-letters/{id}", get(dead_letter))
         .route(
             "/dashboard/dead-letters/{id}/{action}",

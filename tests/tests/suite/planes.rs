@@ -521,3 +521,113 @@ async fn the_dashboard_finds_events_by_any_filter_and_pages_keep_them() {
     assert_eq!(status, 400);
     assert!(refused.contains("postd") && refused.contains("<html"));
 }
+
+/// Posts a form to the dashboard with `cookie`; answers the status and page.
+async fn post_form(app: &TestApp, path: &str, cookie: &str, body: String) -> (u16, String) {
+    let response = no_redirects()
+        .post(app.ops_url(path))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .expect("form");
+    (
+        response.status().as_u16(),
+        response.text().await.unwrap_or_default(),
+    )
+}
+
+#[tokio::test]
+async fn a_bulk_action_in_the_dashboard_previews_then_acts_on_exactly_what_was_confirmed() {
+    let app = app(Role::Serve).await;
+    let bad = |i: usize| tests::app::charge(&format!("ch_bulk_{i}"), "100.00", "3.20", "90.00");
+    for i in 0..3 {
+        assert_eq!(
+            app.post_standard(&format!("bulk_{i}"), &bad(i))
+                .await
+                .status()
+                .as_u16(),
+            200
+        );
+    }
+    app.wait_for(
+        "three dead letters",
+        30,
+        "SELECT count(*) = 3 FROM dead_letters",
+    )
+    .await;
+    let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
+    let (_, list) = overview(&app.ops_url(""), &cookie).await;
+    let token = csrf(&list);
+    let form = |extra: &str| {
+        format!(
+            "csrf={token}&action=requeue&reason=fixed+the+mapping&source=std&error_code=invalid_facts{extra}"
+        )
+    };
+    let (status, preview) =
+        post_form(&app, "/dashboard/dead-letters/bulk", &cookie, form("")).await;
+    assert_eq!(status, 200, "{preview}");
+    assert!(preview.contains("3 open dead letter(s) match"), "{preview}");
+    assert!(preview.contains("would_requeue: 3"), "{preview}");
+    assert!(
+        preview.contains("id=\"bulk-permanent\""),
+        "permanent failures are called out"
+    );
+    assert!(preview.contains("name=\"confirm\" value=\"3\""));
+    assert_eq!(app.count("audit_log").await, 0, "a preview changes nothing");
+
+    // A fourth arrives before the confirmation: nothing is done.
+    assert_eq!(
+        app.post_standard("bulk_3", &bad(3)).await.status().as_u16(),
+        200
+    );
+    app.wait_for(
+        "four dead letters",
+        30,
+        "SELECT count(*) = 4 FROM dead_letters",
+    )
+    .await;
+    let (_, grown) = post_form(
+        &app,
+        "/dashboard/dead-letters/bulk",
+        &cookie,
+        form("&confirm=3"),
+    )
+    .await;
+    assert!(grown.contains("More dead letters match now (4)"), "{grown}");
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM dead_letters WHERE state = 'open'")
+            .await,
+        4
+    );
+    let (status, done) = post_form(
+        &app,
+        "/dashboard/dead-letters/bulk",
+        &cookie,
+        form("&confirm=4"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(done.contains("requeued: 4"), "{done}");
+    assert_eq!(
+        app.scalar(
+            "SELECT count(*) FROM audit_log WHERE reason = 'fixed the mapping' AND actor = 'olivia'"
+        )
+        .await,
+        4,
+        "every item audited"
+    );
+    // Without a reason, or from a finance session, nothing.
+    let no_reason = format!("csrf={token}&action=discard&reason=&source=std");
+    let (status, _) = post_form(&app, "/dashboard/dead-letters/bulk", &cookie, no_reason).await;
+    assert_eq!(status, 400);
+    let finance = login(&app.ops_url(""), tests::app::FINANCE_TOKEN).await;
+    let (_, finance_page) = overview(&app.ops_url(""), &finance).await;
+    let finance_form = format!(
+        "csrf={}&action=discard&reason=x&source=std",
+        csrf(&finance_page)
+    );
+    let (status, _) = post_form(&app, "/dashboard/dead-letters/bulk", &finance, finance_form).await;
+    assert_eq!(status, 403);
+}
