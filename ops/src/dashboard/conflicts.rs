@@ -57,6 +57,15 @@ pub(super) async fn conflict(
         html! {
             p { (detail.original.source) " / " (detail.original.external_id) " · " (detail.conflict.state) " · "
                 (detail.conflict.deliveries) " conflicting delivery(ies)" }
+            @let differing = differing_fields(&detail.original.facts, &detail.conflict.facts);
+            @if !differing.is_empty() {
+                table id="differences" {
+                    tr { th { "Field" } th { "Original" } th { "Conflicting" } }
+                    @for (field, original, conflicting) in &differing {
+                        tr.differs { td { strong { (field) } } td { code { (original) } } td { code { (conflicting) } } }
+                    }
+                }
+            }
             div.side {
                 div { h2 { "Original (authoritative)" } pre { (show(&detail.original.facts, &detail.original.validation_error)) } }
                 div { h2 { "Conflicting delivery" } pre { (show(&detail.conflict.facts, &detail.conflict.validation_error)) } }
@@ -93,5 +102,79 @@ pub(super) async fn resolve_conflict(
             layout("Not done", Some(&session), html! { p.error { (error) } }),
         )
             .into_response(),
+    }
+}
+
+/// The fields whose values differ between two sets of facts (nested fields by their dotted
+/// path), with each side's value (`-` where a side has none).
+fn differing_fields(
+    original: &Option<serde_json::Value>,
+    conflicting: &Option<serde_json::Value>,
+) -> Vec<(String, String, String)> {
+    fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match value {
+            serde_json::Value::Object(fields) => {
+                for (key, value) in fields {
+                    let path = if prefix.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    flatten(&path, value, out);
+                }
+            }
+            other => out.push((prefix.to_owned(), other.to_string())),
+        }
+    }
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    if let Some(original) = original {
+        flatten("", original, &mut a);
+    }
+    if let Some(conflicting) = conflicting {
+        flatten("", conflicting, &mut b);
+    }
+    let mut fields: Vec<&String> = a.iter().chain(&b).map(|(k, _)| k).collect();
+    fields.sort();
+    fields.dedup();
+    let value = |side: &[(String, String)], field: &str| {
+        side.iter()
+            .find(|(k, _)| k == field)
+            .map_or_else(|| "-".to_owned(), |(_, v)| v.clone())
+    };
+    fields
+        .into_iter()
+        .map(|field| (field.clone(), value(&a, field), value(&b, field)))
+        .filter(|(_, x, y)| x != y)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn only_the_fields_that_differ_are_listed() {
+        let original = Some(
+            json!({"amounts": {"gross": "100.00", "net": "96.80"}, "currency": "USD", "movement_id": "ch_1"}),
+        );
+        let conflicting = Some(
+            json!({"amounts": {"gross": "100.50", "net": "96.80"}, "currency": "USD", "reference": "x"}),
+        );
+        assert_eq!(
+            super::differing_fields(&original, &conflicting),
+            [
+                (
+                    "amounts.gross".to_owned(),
+                    "\"100.00\"".to_owned(),
+                    "\"100.50\"".to_owned()
+                ),
+                (
+                    "movement_id".to_owned(),
+                    "\"ch_1\"".to_owned(),
+                    "-".to_owned()
+                ),
+                ("reference".to_owned(), "-".to_owned(), "\"x\"".to_owned()),
+            ]
+        );
     }
 }

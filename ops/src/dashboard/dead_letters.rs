@@ -108,11 +108,17 @@ pub(super) async fn dead_letter(
             p { (e.source) " / " (e.external_id) " · status " strong id="event-status" { (e.status) } }
             @if let Some(facts) = &e.facts { pre { (serde_json::to_string_pretty(facts).unwrap_or_default()) } }
             @if let Some(error) = &e.validation_error { p.error { "Invalid facts: " (error) } }
+            h3 { "Received payload" }
+            pre id="payload" { (e.payload) }
             @if d.state == DeadLetterState::Open && session.caller.role.may_act() {
                 h2 { "Decide" }
+                @let permanent = d.error_class == ledger::job::ErrorClass::Permanent;
+                @if permanent {
+                    p.alert id="requeue-warning" { "This failed for its own facts (" (d.error_code) "): requeued as it is, it will fail again unless something changed (the configuration, a fix deployed). Say what changed." }
+                }
                 form.action method="post" action=(format!("/dashboard/dead-letters/{id}/requeue")) {
                     input type="hidden" name="csrf" value=(session.csrf);
-                    label { "Reason " input name="reason" id="requeue-reason"; }
+                    label { "Reason " input name="reason" id="requeue-reason" required[permanent]; }
                     " " button type="submit" id="requeue" { "Requeue" }
                 }
                 form.action method="post" action=(format!("/dashboard/dead-letters/{id}/discard")) {
@@ -150,6 +156,22 @@ pub(super) async fn decide_dead_letter(
 ) -> Response {
     if let Some(refused) = check_action(&session, &headers, &form.csrf, true) {
         return refused;
+    }
+    if action == "requeue" && form.reason.trim().is_empty() {
+        match state.store.dead_letter(id).await {
+            Ok(Some(detail))
+                if detail.dead_letter.error_class == ledger::job::ErrorClass::Permanent =>
+            {
+                return PageError(
+                    StatusCode::BAD_REQUEST,
+                    "Requeueing a permanent failure needs a reason: say what changed, or it will fail again."
+                        .into(),
+                )
+                .into_response();
+            }
+            Ok(_) => {}
+            Err(error) => return PageError::from(error).into_response(),
+        }
     }
     let decision = Decision {
         actor: session.caller.name.clone(),

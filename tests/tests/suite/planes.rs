@@ -631,3 +631,84 @@ async fn a_bulk_action_in_the_dashboard_previews_then_acts_on_exactly_what_was_c
     let (status, _) = post_form(&app, "/dashboard/dead-letters/bulk", &finance, finance_form).await;
     assert_eq!(status, 403);
 }
+
+#[tokio::test]
+async fn a_dead_letter_shows_what_was_received_a_permanent_requeue_needs_a_reason_and_a_conflict_its_differences()
+ {
+    let app = app(Role::Serve).await;
+    let bad = tests::app::charge("ch_bad", "100.00", "3.20", "90.00");
+    assert_eq!(
+        app.post_standard("msg_bad", &bad).await.status().as_u16(),
+        200
+    );
+    let good = tests::app::charge("ch_good", "10.00", "0.30", "9.70");
+    assert_eq!(
+        app.post_standard("msg_good", &good).await.status().as_u16(),
+        200
+    );
+    let changed = tests::app::charge("ch_good", "10.50", "0.30", "10.20");
+    assert_eq!(
+        app.post_standard("msg_good", &changed)
+            .await
+            .status()
+            .as_u16(),
+        409
+    );
+    app.wait_settled(30).await;
+    let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
+    let letter = app.scalar("SELECT id FROM dead_letters").await;
+    let (status, page) = overview(&app.ops_url(""), &cookie).await;
+    assert_eq!(status, 200);
+    let token = csrf(&page);
+    let get = |path: String| {
+        let cookie = cookie.clone();
+        async move {
+            no_redirects()
+                .get(path)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .expect("page")
+                .text()
+                .await
+                .expect("html")
+        }
+    };
+    let detail = get(app.ops_url(&format!("/dashboard/dead-letters/{letter}"))).await;
+    assert!(
+        detail.contains("id=\"payload\"") && detail.contains("ch_bad") && detail.contains("90.00"),
+        "the payload as received: {detail}"
+    );
+    assert!(detail.contains("id=\"requeue-warning\""));
+    let (status, refused) = post_form(
+        &app,
+        &format!("/dashboard/dead-letters/{letter}/requeue"),
+        &cookie,
+        format!("csrf={token}&reason="),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM dead_letters WHERE state = 'open'")
+            .await,
+        1,
+        "nothing requeued"
+    );
+    let conflict = app.scalar("SELECT id FROM event_conflicts").await;
+    let page = get(app.ops_url(&format!("/dashboard/conflicts/{conflict}"))).await;
+    let differences = page
+        .split("id=\"differences\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</table>").next())
+        .expect("the differences");
+    assert!(
+        differences.contains("gross")
+            && differences.contains("10.50")
+            && differences.contains("net"),
+        "{differences}"
+    );
+    assert!(
+        !differences.contains("movement_id"),
+        "equal fields are not listed"
+    );
+}
