@@ -63,7 +63,10 @@ macro_rules! event_search {
                     q.push(" AND e.source = ").push_bind(source.clone());
                 }
                 if let Some(id) = &filter.external_id {
-                    q.push(" AND e.external_id = ").push_bind(id.clone());
+                    // Compared as bytes too, so the prefix's index answers it without the
+                    // source (equality is the same under either comparison).
+                    q.push(concat!(" AND e.external_id", $bytes, " = "))
+                        .push_bind(id.clone());
                 }
                 if let Some(prefix) = &filter.external_id_prefix {
                     q.push(concat!(" AND e.external_id", $bytes, " >= "))
