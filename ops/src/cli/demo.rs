@@ -554,6 +554,27 @@ async fn wait_for_workers(store: &ledger::Store) -> anyhow::Result<()> {
     }
 }
 
+/// Prints a payout beside its items (`what` they are called); answers whether they match.
+async fn show_reconciliation(
+    store: &ledger::Store,
+    payout: &str,
+    what: &str,
+) -> anyhow::Result<bool> {
+    let reconciled = store.reconciliation(payout).await?;
+    if let Some(r) = &reconciled {
+        println!(
+            "  {:?}: payout {} {}, {} {what}, net {}, difference {}",
+            r.status,
+            r.payout_amount.as_deref().unwrap_or("-"),
+            r.currency.as_deref().unwrap_or(""),
+            r.items.len(),
+            r.items_net,
+            r.difference
+        );
+    }
+    Ok(reconciled.map(|r| r.status) == Some(ReconciliationStatus::Matched))
+}
+
 async fn report(store: &ledger::Store, tally: &Tally) -> anyhow::Result<()> {
     let journal = store.journal(&JournalFilter::default(), None, 500).await?;
     let dead = store
@@ -617,34 +638,10 @@ async fn report(store: &ledger::Store, tally: &Tally) -> anyhow::Result<()> {
     println!(
         "\nreconciliation of Stripe payout {STRIPE_PAYOUT} (its balance transactions, listed)"
     );
-    let reconciled = store.reconciliation(STRIPE_PAYOUT).await?;
-    let matched = reconciled.as_ref().map(|r| r.status) == Some(ReconciliationStatus::Matched);
-    if let Some(r) = &reconciled {
-        println!(
-            "  {:?}: payout {} {}, {} items, net {}, difference {}",
-            r.status,
-            r.payout_amount.as_deref().unwrap_or("-"),
-            r.currency.as_deref().unwrap_or(""),
-            r.items.len(),
-            r.items_net,
-            r.difference
-        );
-    }
+    let matched = show_reconciliation(store, STRIPE_PAYOUT, "items").await?;
 
     println!("\nreconciliation of Adyen batch {ADYEN_BATCH} (its settlement details report)");
-    let batch = store.reconciliation(ADYEN_BATCH).await?;
-    let batch_matched = batch.as_ref().map(|r| r.status) == Some(ReconciliationStatus::Matched);
-    if let Some(r) = &batch {
-        println!(
-            "  {:?}: payout {} {}, {} lines, net {}, difference {}",
-            r.status,
-            r.payout_amount.as_deref().unwrap_or("-"),
-            r.currency.as_deref().unwrap_or(""),
-            r.items.len(),
-            r.items_net,
-            r.difference
-        );
-    }
+    let batch_matched = show_reconciliation(store, ADYEN_BATCH, "lines").await?;
     let receivables = store
         .open_receivables(&["receivables:adyen".to_owned()], open_since(0), 50)
         .await?;

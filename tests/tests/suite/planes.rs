@@ -201,16 +201,21 @@ async fn login(base: &str, token: &str) -> String {
     cookie.split(';').next().expect("name=value").to_owned()
 }
 
-/// The overview at `base` with `cookie`: its status and page.
-async fn overview(base: &str, cookie: &str) -> (u16, String) {
+/// A dashboard page at `url` with `cookie`: its status and HTML.
+async fn get_page(url: String, cookie: &str) -> (u16, String) {
     let response = no_redirects()
-        .get(format!("{base}/dashboard"))
+        .get(url)
         .header("cookie", cookie)
         .send()
         .await
-        .expect("overview");
+        .expect("page");
     let status = response.status().as_u16();
     (status, response.text().await.unwrap_or_default())
+}
+
+/// The overview at `base` with `cookie`: its status and page.
+async fn overview(base: &str, cookie: &str) -> (u16, String) {
+    get_page(format!("{base}/dashboard"), cookie).await
 }
 
 /// The page's CSRF token (every action form carries it).
@@ -341,20 +346,7 @@ async fn the_dashboard_answers_a_bad_address_with_its_own_page_and_pages_keep_th
     )
     .await;
     let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
-    let page = |path: &str| {
-        let (url, cookie) = (app.ops_url(path), cookie.clone());
-        async move {
-            let response = no_redirects()
-                .get(url)
-                .header("cookie", cookie)
-                .send()
-                .await
-                .expect("page");
-            let status = response.status().as_u16();
-            let html = response.text().await.unwrap_or_default();
-            (status, html)
-        }
-    };
+    let page = |path: &str| get_page(app.ops_url(path), &cookie);
     let (status, first) = page("/dashboard/dead-letters?source=std&error_code=invalid_facts").await;
     assert_eq!(status, 200);
     let older = first
@@ -481,21 +473,7 @@ async fn the_dashboard_finds_events_by_any_filter_and_pages_keep_them() {
     );
     app.wait_settled(60).await;
     let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
-    let get = |path: String| {
-        let cookie = cookie.clone();
-        async move {
-            let response = no_redirects()
-                .get(path)
-                .header("cookie", cookie)
-                .send()
-                .await
-                .expect("page");
-            (
-                response.status().as_u16(),
-                response.text().await.unwrap_or_default(),
-            )
-        }
-    };
+    let get = |url: String| get_page(url, &cookie);
     let (status, first) =
         get(app.ops_url("/dashboard/events?external_id_prefix=find_&status=posted")).await;
     assert_eq!(status, 200);
@@ -660,20 +638,7 @@ async fn a_dead_letter_shows_what_was_received_a_permanent_requeue_needs_a_reaso
     let (status, page) = overview(&app.ops_url(""), &cookie).await;
     assert_eq!(status, 200);
     let token = csrf(&page);
-    let get = |path: String| {
-        let cookie = cookie.clone();
-        async move {
-            no_redirects()
-                .get(path)
-                .header("cookie", cookie)
-                .send()
-                .await
-                .expect("page")
-                .text()
-                .await
-                .expect("html")
-        }
-    };
+    let get = |url: String| async { get_page(url, &cookie).await.1 };
     let detail = get(app.ops_url(&format!("/dashboard/dead-letters/{letter}"))).await;
     assert!(
         detail.contains("id=\"payload\"") && detail.contains("ch_bad") && detail.contains("90.00"),
