@@ -85,12 +85,33 @@ impl Browser {
                 Err(fantoccini::error::CmdError::Standard(error))
                     if error.error == fantoccini::error::ErrorStatus::StaleElementReference =>
                 {
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(error) => panic!("text of {selector}: {error}"),
             }
         }
         panic!("{selector} kept going stale")
+    }
+
+    /// The element's text once it reads `expected`, or the last text seen after ten seconds: a
+    /// click that submits a form may return before the next page has replaced this one.
+    async fn text_becoming(&self, selector: &str, expected: &str) -> String {
+        let mut seen = String::new();
+        for _ in 0..100 {
+            match self.client.find(Locator::Css(selector)).await {
+                Ok(_) => {
+                    seen = self.text(selector).await;
+                    if seen == expected {
+                        break;
+                    }
+                }
+                Err(fantoccini::error::CmdError::Standard(error))
+                    if error.error == fantoccini::error::ErrorStatus::NoSuchElement => {}
+                Err(error) => panic!("find {selector}: {error}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        seen
     }
 
     async fn log_in(&self, app: &TestApp, token: &str) {
@@ -183,7 +204,7 @@ async fn ops_requeues_from_the_browser_and_finance_cannot_act() {
         .click()
         .await
         .expect("open it");
-    assert_eq!(browser.text("#state").await, "open");
+    assert_eq!(browser.text_becoming("#state", "open").await, "open");
     browser
         .client
         .find(Locator::Id("requeue-reason"))
@@ -201,7 +222,10 @@ async fn ops_requeues_from_the_browser_and_finance_cannot_act() {
         .click()
         .await
         .expect("requeue");
-    assert_eq!(browser.text("#state").await, "requeued");
+    assert_eq!(
+        browser.text_becoming("#state", "requeued").await,
+        "requeued"
+    );
     app.wait_settled(30).await;
     browser.client.refresh().await.expect("reload");
     assert_eq!(browser.text("#event-status").await, "posted");
@@ -220,7 +244,7 @@ async fn ops_requeues_from_the_browser_and_finance_cannot_act() {
         .goto(&app.url(&format!("/dashboard/dead-letters/{bad}")))
         .await
         .expect("open");
-    assert_eq!(browser.text("#state").await, "open");
+    assert_eq!(browser.text_becoming("#state", "open").await, "open");
     assert!(
         browser.client.find(Locator::Id("requeue")).await.is_err(),
         "finance sees no requeue button"
