@@ -95,7 +95,10 @@ pub struct EventView {
     pub fingerprint: String,
     pub facts: Option<serde_json::Value>,
     pub validation_error: Option<String>,
-    pub payload: String,
+    /// As received; absent once erased (by retention or on request).
+    pub payload: Option<String>,
+    /// The erasure that removed the payload.
+    pub payload_erased_by: Option<i64>,
     pub job_id: String,
     pub posted_entry_id: Option<i64>,
     pub received_at: DateTime<Utc>,
@@ -228,6 +231,30 @@ pub struct DeadLetterDetail {
     pub audit: Vec<AuditView>,
 }
 
+/// Everything about one event: its payload's erasure, every attempt, every dead letter and
+/// conflicting delivery it had, the entries it wrote or settled on, and the audit trail.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct EventDetail {
+    pub event: EventView,
+    pub erasure: Option<crate::store::PayloadErasure>,
+    pub attempts: Vec<AttemptView>,
+    pub dead_letters: Vec<DeadLetterSummary>,
+    pub conflicts: Vec<ConflictView>,
+    pub entries: Vec<EntryRef>,
+    pub audit: Vec<AuditView>,
+}
+
+/// An entry an event wrote (or, for an event of a movement already posted, settled on).
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct EntryRef {
+    pub id: i64,
+    pub source_key: String,
+    pub kind: String,
+    pub reference: Option<String>,
+    /// Whether this event wrote it (false: another event of the same movement did).
+    pub own: bool,
+}
+
 /// A conflicting delivery beside the original it conflicts with.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ConflictView {
@@ -242,7 +269,9 @@ pub struct ConflictView {
     pub fingerprint: String,
     pub facts: Option<serde_json::Value>,
     pub validation_error: Option<String>,
-    pub payload: String,
+    /// As received; absent once erased.
+    pub payload: Option<String>,
+    pub payload_erased_by: Option<i64>,
     pub resolved_at: Option<DateTime<Utc>>,
     pub resolved_by: Option<String>,
     pub resolution_reason: Option<String>,
@@ -341,6 +370,10 @@ pub enum DecisionError {
     AlreadyDecided(String),
     #[error("a reason is required")]
     ReasonRequired,
+    /// The subject is still needed as it is (an event in flight, in an open dead letter or in an
+    /// open conflict keeps its payload).
+    #[error("in use: {0}")]
+    InUse(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

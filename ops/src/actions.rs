@@ -157,6 +157,7 @@ fn failed(id: i64, error: &DecisionError) -> ItemOutcome {
     let outcome = match error {
         DecisionError::AlreadyDecided(_) => "already_decided",
         DecisionError::NotFound(_) => "not_found",
+        DecisionError::InUse(_) => "in_use",
         DecisionError::ReasonRequired | DecisionError::Store(_) => "failed",
     };
     ItemOutcome {

@@ -317,5 +317,9 @@ async fn build_workers(config: &Config, store: &Store) -> anyhow::Result<Workers
         config.posting_rules(),
         config.provider_apis()?,
         config.workers.clone(),
-    )?)
+    )?
+    .with_retention(
+        config.retention_policy(),
+        std::time::Duration::from_secs(config.retention.prune_every_secs),
+    ))
 }

@@ -14,7 +14,7 @@ use apalis_core::worker::context::WorkerContext;
 use apalis_postgres::{PostgresStorage, Pubsub};
 use apalis_sqlite::SqliteStorage;
 use ledger::job::{JobPayload, POST_SETTLEMENT_QUEUE};
-use ledger::store::QueuePool;
+use ledger::store::{QueuePool, RetentionPolicy};
 use ledger::{PostingRules, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -28,6 +28,8 @@ use crate::wake::NotifyOrTick;
 /// A worker that ran at least this long before failing starts its restart backoff afresh.
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
 const RESTART_BACKOFF_FIRST: Duration = Duration::from_millis(500);
+/// Who expires payloads, in the erasures' audit.
+pub const PRUNE_ACTOR: &str = "settle (retention)";
 /// How long the start-up check waits for its own NOTIFY.
 const SESSION_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -52,6 +54,8 @@ pub struct Workers {
     runner: Arc<Runner>,
     apis: ProviderApis,
     health: WorkerHealth,
+    /// Expires payloads by this policy this often (none: payloads are never expired here).
+    retention: Option<(RetentionPolicy, Duration)>,
 }
 
 /// Whether this process' worker is running right now (for `/readyz`).
@@ -89,7 +93,14 @@ impl Workers {
             runner,
             apis,
             health: WorkerHealth::default(),
+            retention: None,
         })
+    }
+
+    /// Expires payloads by `policy` every `every` while working.
+    pub fn with_retention(mut self, policy: RetentionPolicy, every: Duration) -> Self {
+        self.retention = Some((policy, every));
+        self
     }
 
     pub fn health(&self) -> WorkerHealth {
@@ -107,6 +118,14 @@ impl Workers {
             self.settings.clone(),
             shutdown.clone(),
         ));
+        if let Some((policy, every)) = &self.retention {
+            tokio::spawn(prune_loop(
+                self.store.clone(),
+                policy.clone(),
+                *every,
+                shutdown.clone(),
+            ));
+        }
         if !self.apis.is_empty() {
             tokio::spawn(budget_loop(
                 self.store.clone(),
@@ -274,6 +293,42 @@ async fn sweep_loop(store: Store, settings: WorkerSettings, shutdown: Cancellati
                 warn!(count, "sweep re-enqueued stranded events");
             }
             Err(error) => warn!(%error, "sweep failed"),
+        }
+    }
+}
+
+/// Expires the payloads the retention policy no longer allows (see ARCHITECTURE.md, Retention):
+/// idempotent, in short batches, safe from every worker process at once.
+async fn prune_loop(
+    store: Store,
+    policy: RetentionPolicy,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        match store
+            .prune_payloads(&policy, chrono::Utc::now(), PRUNE_ACTOR, false)
+            .await
+        {
+            Ok(lines) => {
+                for line in lines.iter().filter(|l| l.events + l.conflicts > 0) {
+                    metrics::counter!("settle_payloads_expired_total")
+                        .increment(line.events + line.conflicts);
+                    info!(
+                        source = line.source.as_deref().unwrap_or("*"),
+                        events = line.events,
+                        conflicts = line.conflicts,
+                        erasure = line.erasure_id,
+                        "expired payloads"
+                    );
+                }
+            }
+            Err(error) => warn!(%error, "payload expiry failed"),
         }
     }
 }

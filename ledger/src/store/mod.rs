@@ -9,6 +9,7 @@ mod movements;
 mod post;
 mod postgres;
 mod prepare;
+mod retention;
 mod review_reads;
 mod rows;
 mod search;
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 pub use crate::error::StoreError;
 pub use movements::ResolvedPost;
+pub use retention::{ExpiryRule, PayloadErasure, PruneLine, RetentionPolicy};
 
 use crate::finance::{
     BalanceQuery, BalanceRow, JournalCursor, JournalFilter, JournalPage, OpenReceivable,
@@ -446,12 +448,50 @@ impl Store {
         on_backend!(self, store => store.event(id).await)
     }
 
+    /// The event with its erasure, attempts, dead letters, conflicts, entries and audit trail.
+    pub async fn event_detail(
+        &self,
+        id: EventId,
+    ) -> Result<Option<crate::review::EventDetail>, StoreError> {
+        on_backend!(self, store => store.event_detail(id).await)
+    }
+
     pub async fn event_by_key(
         &self,
         source: &str,
         external_id: &str,
     ) -> Result<Option<EventView>, StoreError> {
         on_backend!(self, store => store.event_by_key(source, external_id).await)
+    }
+
+    /// Expires the payloads `policy` no longer allows at `now`, each rule under one erasure by
+    /// `actor` (or, with `dry_run`, only counts them). See ARCHITECTURE.md, Retention.
+    pub async fn prune_payloads(
+        &self,
+        policy: &RetentionPolicy,
+        now: chrono::DateTime<chrono::Utc>,
+        actor: &str,
+        dry_run: bool,
+    ) -> Result<Vec<PruneLine>, StoreError> {
+        let mut lines = Vec::new();
+        for rule in policy.rules(now) {
+            lines.push(on_backend!(self, store => store.prune_rule(&rule, actor, dry_run).await)?);
+        }
+        Ok(lines)
+    }
+
+    /// Erases one event's payload (and its resolved conflicting deliveries') on a person's
+    /// request, audited; refused while the event is in flight, dead-lettered or in conflict.
+    pub async fn erase_payload(
+        &self,
+        event_id: i64,
+        decision: &Decision,
+    ) -> Result<Decided, DecisionError> {
+        on_backend!(self, store => store.erase_payload(event_id, decision).await)
+    }
+
+    pub async fn payload_erasure(&self, id: i64) -> Result<Option<PayloadErasure>, StoreError> {
+        on_backend!(self, store => store.payload_erasure(id).await)
     }
 
     /// Dead letters matching `filter` (`state: None` = any state), newest first.

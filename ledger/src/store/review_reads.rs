@@ -177,6 +177,79 @@ macro_rules! review_reads {
                 }))
             }
 
+            pub(in crate::store) async fn event_detail(
+                &self,
+                id: EventId,
+            ) -> Result<Option<crate::review::EventDetail>, StoreError> {
+                let Some(event) = self.event(id).await? else {
+                    return Ok(None);
+                };
+                let erasure = match event.payload_erased_by {
+                    Some(erasure) => self.payload_erasure(erasure).await?,
+                    None => None,
+                };
+                let attempts = sqlx::query(
+                    "SELECT job_id, attempt, worker, started_at, finished_at, outcome, error_code, error
+                     FROM job_attempts WHERE event_id = $1 ORDER BY id",
+                )
+                .bind(id.get())
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(attempt_view)
+                .collect::<Result<Vec<_>, _>>()?;
+                let sql = format!(
+                    "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters d JOIN settlement_events e ON e.id = d.event_id
+                     WHERE d.event_id = $1 ORDER BY d.id"
+                );
+                let dead_letters = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(id.get())
+                    .fetch_all(&self.pool)
+                    .await?
+                    .iter()
+                    .map(dead_letter_summary)
+                    .collect::<Result<Vec<_>, _>>()?;
+                let sql = format!(
+                    "SELECT {CONFLICT_COLUMNS} FROM event_conflicts c JOIN settlement_events e ON e.id = c.event_id
+                     WHERE c.event_id = $1 ORDER BY c.id"
+                );
+                let conflicts = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(id.get())
+                    .fetch_all(&self.pool)
+                    .await?
+                    .iter()
+                    .map(conflict_view)
+                    .collect::<Result<Vec<_>, _>>()?;
+                let entries: Vec<(i64, String, String, Option<String>, i64)> = sqlx::query_as(
+                    "SELECT id, source_key, kind, reference, event_id FROM journal_entries
+                     WHERE event_id = $1 OR id = $2 ORDER BY id",
+                )
+                .bind(id.get())
+                .bind(event.posted_entry_id)
+                .fetch_all(&self.pool)
+                .await?;
+                let entries = entries
+                    .into_iter()
+                    .map(|(entry, source_key, kind, reference, event_id)| crate::review::EntryRef {
+                        id: entry,
+                        source_key,
+                        kind,
+                        reference,
+                        own: event_id == id.get(),
+                    })
+                    .collect();
+                let audit = self.audit_for_event(id.get()).await?;
+                Ok(Some(crate::review::EventDetail {
+                    event,
+                    erasure,
+                    attempts,
+                    dead_letters,
+                    conflicts,
+                    entries,
+                    audit,
+                }))
+            }
+
             async fn audit_for_event(&self, event_id: i64) -> Result<Vec<AuditView>, StoreError> {
                 Ok(sqlx::query(
                     "SELECT id, at, actor, action, reason, subject_type, subject_id, event_id, before_state, after_state

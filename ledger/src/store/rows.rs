@@ -1,13 +1,13 @@
 //! Reading rows into views: written once, expanded for each backend's row type.
 
 pub(crate) const EVENT_COLUMNS: &str = "e.id, e.source, e.external_id, e.status, e.kind, e.movement_id, e.fingerprint,
-    e.facts, e.validation_error, e.payload, e.job_id, e.posted_entry_id, e.received_at, e.status_changed_at";
+    e.facts, e.validation_error, e.payload, e.payload_erased_by, e.job_id, e.posted_entry_id, e.received_at, e.status_changed_at";
 
 pub(crate) const DEAD_LETTER_COLUMNS: &str = "d.id, d.event_id, e.source, e.external_id, e.kind, d.state, d.error_class,
     d.error_code, d.last_error, d.attempts, d.abandoned_at, d.decided_at, d.decided_by, d.decision_reason";
 
 pub(crate) const CONFLICT_COLUMNS: &str = "c.id, c.event_id, e.source, e.external_id, c.state, c.deliveries,
-    c.first_seen_at, c.last_seen_at, c.fingerprint, c.facts, c.validation_error, c.payload, c.resolved_at,
+    c.first_seen_at, c.last_seen_at, c.fingerprint, c.facts, c.validation_error, c.payload, c.payload_erased_by, c.resolved_at,
     c.resolved_by, c.resolution_reason";
 
 /// Defines `event_view`, `dead_letter_summary`, `attempt_view`, `audit_view` and `conflict_view`
@@ -37,7 +37,11 @@ macro_rules! view_rows {
                 fingerprint: row.try_get("fingerprint")?,
                 facts: row.try_get("facts")?,
                 validation_error: row.try_get("validation_error")?,
-                payload: row.try_get("payload")?,
+                payload_erased_by: row.try_get("payload_erased_by")?,
+                payload: match row.try_get::<Option<i64>, _>("payload_erased_by")? {
+                    Some(_) => None,
+                    None => Some(row.try_get("payload")?),
+                },
                 job_id: row.try_get("job_id")?,
                 posted_entry_id: row.try_get("posted_entry_id")?,
                 received_at: row.try_get("received_at")?,
@@ -127,7 +131,11 @@ macro_rules! view_rows {
                 fingerprint: row.try_get("fingerprint")?,
                 facts: row.try_get("facts")?,
                 validation_error: row.try_get("validation_error")?,
-                payload: row.try_get("payload")?,
+                payload_erased_by: row.try_get("payload_erased_by")?,
+                payload: match row.try_get::<Option<i64>, _>("payload_erased_by")? {
+                    Some(_) => None,
+                    None => Some(row.try_get("payload")?),
+                },
                 resolved_at: row.try_get("resolved_at")?,
                 resolved_by: row.try_get("resolved_by")?,
                 resolution_reason: row.try_get("resolution_reason")?,

@@ -19,6 +19,8 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{0}")]
     AlreadyDecided(String),
+    #[error("{0}")]
+    InUse(String),
     #[error("the database is unavailable; retry later")]
     Unavailable,
     #[error("internal error")]
@@ -35,6 +37,7 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::AlreadyDecided(_) => (StatusCode::CONFLICT, "already_decided"),
+            ApiError::InUse(_) => (StatusCode::CONFLICT, "in_use"),
             ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             ApiError::Throttled(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_failed_attempts"),
@@ -58,6 +61,7 @@ impl From<DecisionError> for ApiError {
         match error {
             DecisionError::NotFound(what) => ApiError::NotFound(what),
             DecisionError::AlreadyDecided(detail) => ApiError::AlreadyDecided(detail),
+            DecisionError::InUse(detail) => ApiError::InUse(detail),
             DecisionError::ReasonRequired => {
                 ApiError::BadRequest("a non-empty reason is required".into())
             }

@@ -83,6 +83,8 @@ fn documented(state: ApiState) -> (Router, OpenApiDocument) {
         .routes(routes!(dead_letters::bulk_requeue))
         .routes(routes!(dead_letters::bulk_discard))
         .routes(routes!(reads::event))
+        .routes(routes!(reads::event_detail))
+        .routes(routes!(reads::erase_payload))
         .routes(routes!(reads::find_event))
         .routes(routes!(reads::search_events))
         .routes(routes!(reads::conflicts))

@@ -1,12 +1,13 @@
-//! `/api/events` (one, by key, and the search) and `/api/conflicts`.
+//! `/api/events` (one, its detail, by key, the search, and erasing its payload) and
+//! `/api/conflicts`.
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use ledger::review::{
-    ConflictDetail, ConflictView, Decided, Decision, EventFilter, EventSummary, EventView, Page,
-    PageRequest,
+    ConflictDetail, ConflictView, Decided, Decision, EventDetail, EventFilter, EventSummary,
+    EventView, Page, PageRequest,
 };
 use ledger::{EventId, Store};
 use serde::Deserialize;
@@ -29,6 +30,44 @@ pub(super) async fn event(
         .await?
         .map(Json)
         .ok_or(ApiError::NotFound("event"))
+}
+
+/// The event with its payload's erasure, attempts, dead letters, conflicting deliveries, entries
+/// and audit trail.
+#[utoipa::path(get, path = "/api/events/{id}/detail", tag = "events", params(("id" = i64, Path)),
+    responses((status = 200, body = EventDetail), (status = 404, body = ErrorBody)), security(("bearer" = [])))]
+pub(super) async fn event_detail(
+    Reader(_): Reader,
+    State(store): State<Store>,
+    Path(id): Path<i64>,
+) -> Result<Json<EventDetail>, ApiError> {
+    store
+        .event_detail(EventId::new(id))
+        .await?
+        .map(Json)
+        .ok_or(ApiError::NotFound("event"))
+}
+
+/// Erase the event's payload (and its resolved conflicting deliveries') on request: key,
+/// fingerprint, facts, entries and audit stay. A reason is required. Refused (409 `in_use`) while
+/// the event is in flight, in an open dead letter or in an open conflict. Idempotent.
+#[utoipa::path(post, path = "/api/events/{id}/erase-payload", tag = "events", params(("id" = i64, Path)),
+    request_body = ReasonBody,
+    responses((status = 200, body = Decided), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn erase_payload(
+    Actor(caller): Actor,
+    State(store): State<Store>,
+    Path(id): Path<i64>,
+    bytes: Bytes,
+) -> Result<Json<Decided>, ApiError> {
+    let ReasonBody { reason } = body(&bytes)?;
+    let decision = Decision {
+        actor: caller.name,
+        reason,
+    };
+    Ok(Json(store.erase_payload(id, &decision).await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

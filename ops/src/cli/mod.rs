@@ -129,6 +129,22 @@ pub enum Command {
         #[command(subcommand)]
         command: review::EventCommand,
     },
+    /// Expire the received payloads the retention policy (`retention.payload_days`, a source's
+    /// `payload_days`) no longer allows; workers also do it every `retention.prune_every_secs`.
+    #[command(after_help = "Examples:\n  \
+        settle prune --dry-run\n  \
+        settle prune")]
+    Prune {
+        /// Count what would expire, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Who (recorded with the erasure); default: the OS user.
+        #[arg(long)]
+        actor: Option<String>,
+        /// Machine-readable output (JSON) on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Conflicting redeliveries: list, show, resolve.
     #[command(after_help = "Example:\n  \
         settle conflicts resolve 3 --reason \"provider confirmed the original\"")]
@@ -381,6 +397,17 @@ async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<
         Command::Events { command } => {
             with_store(&config, |store| async move {
                 review::events(&store, command).await
+            })
+            .await
+        }
+        Command::Prune {
+            dry_run,
+            actor,
+            json,
+        } => {
+            let policy = config.retention_policy();
+            with_store(&config, |store| async move {
+                review::prune(&store, &policy, &actor, dry_run, json).await
             })
             .await
         }

@@ -110,11 +110,35 @@ pub struct Config {
     pub http: HttpSettings,
     #[serde(default)]
     pub dashboard: DashboardSettings,
+    /// How long received payloads are kept.
+    #[serde(default)]
+    pub retention: RetentionSettings,
     /// Bearer tokens of the ops/finance API.
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
     #[serde(default)]
     pub log: LogConfig,
+}
+
+/// The `[retention]` settings.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionSettings {
+    /// Days a received payload is kept (a source's `payload_days` overrides it); 0 keeps them
+    /// for ever. What the invariants need (key, fingerprint, facts, entries, audit) is never
+    /// expired.
+    pub payload_days: u32,
+    /// How often workers expire what is due (every worker process may; they share the work).
+    pub prune_every_secs: u64,
+}
+
+impl Default for RetentionSettings {
+    fn default() -> Self {
+        Self {
+            payload_days: 90,
+            prune_every_secs: 3_600,
+        }
+    }
 }
 
 /// The `[log]` settings.
@@ -168,6 +192,9 @@ pub struct SourceConfig {
     /// `SettleSourceSilent` fires past it); unset: no expectation.
     #[serde(default)]
     pub expect_delivery_within_secs: Option<u64>,
+    /// Days this source's payloads are kept, overriding `retention.payload_days` (0: for ever).
+    #[serde(default)]
+    pub payload_days: Option<u32>,
     /// Accounts this source posts to; unset names keep their defaults.
     #[serde(default)]
     pub accounts: AccountOverrides,
@@ -574,12 +601,28 @@ impl Config {
         if self.dashboard.session_lifetime_secs == 0 {
             bail!("dashboard.session_lifetime_secs must be positive");
         }
+        if self.retention.prune_every_secs == 0 {
+            bail!("retention.prune_every_secs must be positive");
+        }
         self.sources()?;
         self.ingress.validate().map_err(anyhow::Error::msg)?;
         self.workers.validate().map_err(anyhow::Error::msg)?;
         self.http.validate().map_err(anyhow::Error::msg)?;
         self.api_tokens()?;
         Ok(())
+    }
+
+    /// How long payloads are kept, per source and for the rest (0 days: for ever).
+    pub fn retention_policy(&self) -> ledger::store::RetentionPolicy {
+        let days = |days: u32| (days > 0).then_some(days);
+        ledger::store::RetentionPolicy {
+            default_days: days(self.retention.payload_days),
+            sources: self
+                .sources
+                .iter()
+                .filter_map(|s| s.payload_days.map(|d| (s.name.to_string(), days(d))))
+                .collect(),
+        }
     }
 
     /// The configured sources with their keys derived; secrets from `secrets_env` included.

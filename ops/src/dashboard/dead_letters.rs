@@ -97,6 +97,10 @@ pub(super) async fn dead_letter(
         ));
     };
     let (d, e) = (&detail.dead_letter, &detail.event);
+    let erasure = match e.payload_erased_by {
+        Some(erasure) => state.store.payload_erasure(erasure).await?,
+        None => None,
+    };
     Ok(layout(
         &format!("Dead letter {id}"),
         Some(&session),
@@ -108,8 +112,8 @@ pub(super) async fn dead_letter(
             p { (e.source) " / " (e.external_id) " · status " strong id="event-status" { (e.status) } }
             @if let Some(facts) = &e.facts { pre { (serde_json::to_string_pretty(facts).unwrap_or_default()) } }
             @if let Some(error) = &e.validation_error { p.error { "Invalid facts: " (error) } }
-            h3 { "Received payload" }
-            pre id="payload" { (e.payload) }
+            p { a href=(format!("/dashboard/events/{}", e.id)) { "The event's page" } }
+            (super::events::payload_section(e, erasure.as_ref()))
             @if d.state == DeadLetterState::Open && session.caller.role.may_act() {
                 h2 { "Decide" }
                 @let permanent = d.error_class == ledger::job::ErrorClass::Permanent;

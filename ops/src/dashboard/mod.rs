@@ -110,6 +110,11 @@ pub fn router(
             post(decide_dead_letter),
         )
         .route("/dashboard/events", get(events::events))
+        .route("/dashboard/events/{id}", get(events::event))
+        .route(
+            "/dashboard/events/{id}/erase-payload",
+            post(events::erase_payload),
+        )
         .route("/dashboard/conflicts", get(conflicts))
         .route("/dashboard/conflicts/{id}", get(conflict))
         .route("/dashboard/conflicts/{id}/resolve", post(resolve_conflict))

@@ -96,12 +96,18 @@ impl Browser {
     /// The element's text once it reads `expected`, or the last text seen after ten seconds: a
     /// click that submits a form may return before the next page has replaced this one.
     async fn text_becoming(&self, selector: &str, expected: &str) -> String {
+        self.text_once(selector, |text| text == expected).await
+    }
+
+    /// The element's text once `wanted` holds for it (the element present, the next page
+    /// loaded), or the last text seen after ten seconds.
+    async fn text_once(&self, selector: &str, wanted: impl Fn(&str) -> bool) -> String {
         let mut seen = String::new();
         for _ in 0..100 {
             match self.client.find(Locator::Css(selector)).await {
                 Ok(_) => {
                     seen = self.text(selector).await;
-                    if seen == expected {
+                    if wanted(&seen) {
                         break;
                     }
                 }
@@ -326,4 +332,246 @@ async fn ops_requeues_from_the_browser_and_finance_cannot_act() {
         "nothing forged was done"
     );
     assert_eq!(app.count("audit_log").await, 1);
+}
+
+impl Browser {
+    async fn open(&self, app: &TestApp, path: &str) {
+        self.client.goto(&app.url(path)).await.expect("open");
+    }
+
+    /// Discards the dead letter on the page with `reason`.
+    async fn submit_discard(&self, reason: &str) {
+        self.client
+            .find(Locator::Css("form[action$='/discard'] input[name=reason]"))
+            .await
+            .expect("the discard reason")
+            .send_keys(reason)
+            .await
+            .expect("type");
+        self.client
+            .find(Locator::Id("discard"))
+            .await
+            .expect("discard")
+            .click()
+            .await
+            .expect("click");
+    }
+
+    /// Types `text` into the element with `id`, then clicks the button with id `button`.
+    async fn submit(&self, field: &str, text: &str, button: &str) {
+        self.client
+            .find(Locator::Id(field))
+            .await
+            .expect(field)
+            .send_keys(text)
+            .await
+            .expect("type");
+        self.client
+            .find(Locator::Id(button))
+            .await
+            .expect(button)
+            .click()
+            .await
+            .expect("click");
+    }
+}
+
+#[tokio::test]
+async fn a_payload_is_shown_then_erased_on_request_and_by_expiry() {
+    let app = spawn(AppOptions::default()).await;
+    app.post_standard("msg_ok", &charge("ch_1", "100.00", "3.20", "96.80"))
+        .await;
+    app.post_standard("msg_bad", &charge("ch_2", "1.00", "0.10", "0.50"))
+        .await;
+    app.wait_settled(30).await;
+    let bad = app.open_dead_letter("msg_bad").await;
+    let ok = app
+        .scalar("SELECT id FROM settlement_events WHERE external_id = 'msg_ok'")
+        .await;
+
+    let browser = Browser::start().await;
+    browser.log_in(&app, OPS_TOKEN).await;
+    // Found by the search, opened from its id.
+    browser
+        .open(&app, "/dashboard/events?external_id=msg_ok")
+        .await;
+    browser
+        .client
+        .find(Locator::LinkText(&ok.to_string()))
+        .await
+        .expect("the event's link")
+        .click()
+        .await
+        .expect("open it");
+    assert_eq!(
+        browser.text_becoming("#event-status", "posted").await,
+        "posted"
+    );
+    assert!(browser.text("#payload").await.contains("ch_1"));
+    assert!(browser.text("#entries").await.contains("this event"));
+    browser.shot("7-event-with-payload").await;
+    browser
+        .submit("erase-reason", "GDPR request 17", "erase-payload")
+        .await;
+    let erased = browser
+        .text_once("#payload-erased", |text| text.contains("olivia"))
+        .await;
+    assert!(
+        erased.contains("olivia") && erased.contains("GDPR request 17"),
+        "{erased}"
+    );
+    assert!(browser.client.find(Locator::Id("payload")).await.is_err());
+    browser.shot("8-event-payload-erased").await;
+
+    // The dead letter shows what was received until it is discarded and its payload expires.
+    browser
+        .open(&app, &format!("/dashboard/dead-letters/{bad}"))
+        .await;
+    assert!(browser.text("#payload").await.contains("ch_2"));
+    browser.submit_discard("wrong fee").await;
+    assert_eq!(
+        browser.text_becoming("#state", "discarded").await,
+        "discarded"
+    );
+    app.store
+        .prune_payloads(
+            &ledger::store::RetentionPolicy {
+                default_days: Some(90),
+                sources: vec![],
+            },
+            chrono::Utc::now() + chrono::Duration::days(91),
+            "settle (retention)",
+            false,
+        )
+        .await
+        .expect("expire");
+    browser.client.refresh().await.expect("reload");
+    let expired = browser.text("#payload-erased").await;
+    assert!(
+        expired.contains("settle (retention)") && expired.contains("90 day"),
+        "{expired}"
+    );
+    browser.shot("9-dead-letter-payload-expired").await;
+    browser.client.close().await.expect("close the browser");
+}
+
+#[tokio::test]
+async fn paging_keeps_the_filter_and_a_bulk_discard_acts_after_its_preview() {
+    let app = spawn(AppOptions {
+        workers: format!("{FAST_WORKERS}\nattempts_max = 1"),
+        ..AppOptions::default()
+    })
+    .await;
+    // 52 invalid charges (invalid_facts) and 3 payouts failing before they were paid
+    // (dependency_not_ready): 55 open dead letters, more than a page of 50.
+    for i in 0..52 {
+        app.post_standard(
+            &format!("msg_bad_{i}"),
+            &charge(&format!("ch_{i}"), "1.00", "0.10", "0.50"),
+        )
+        .await;
+    }
+    for i in 0..3 {
+        let payout = canonical(
+            "payout_failed",
+            json!({"movement_id": format!("po_{i}"), "occurred_at": "2026-11-30T18:00:00Z",
+                "currency": "USD", "amount": "500.00", "payout_id": format!("po_{i}")}),
+        );
+        app.post_standard(&format!("msg_payout_{i}"), &payout).await;
+    }
+    app.wait_settled(60).await;
+    let open = "SELECT count(*) FROM dead_letters WHERE state = 'open'";
+    assert_eq!(app.scalar(open).await, 55);
+
+    let browser = Browser::start().await;
+    browser.log_in(&app, OPS_TOKEN).await;
+    browser
+        .open(&app, "/dashboard/dead-letters?error_code=invalid_facts")
+        .await;
+    let rows = |text: String| {
+        text.lines()
+            .filter(|line| line.contains("invalid_facts") || line.contains("dependency_not_ready"))
+            .map(|line| line.contains("invalid_facts"))
+            .collect::<Vec<bool>>()
+    };
+    let first = rows(browser.text("#dead-letters").await);
+    assert_eq!(first.len(), 50, "a page of 50");
+    assert!(
+        first.iter().all(|&invalid| invalid),
+        "only the filter's code"
+    );
+    browser
+        .client
+        .find(Locator::LinkText("Older →"))
+        .await
+        .expect("the next page's link")
+        .click()
+        .await
+        .expect("older");
+    let url = browser.client.current_url().await.expect("url");
+    assert!(url.as_str().contains("error_code=invalid_facts"), "{url}");
+    let second = rows(browser.text("#dead-letters").await);
+    assert_eq!(second, [true, true], "the rest, still filtered");
+    browser.shot("10-dead-letters-page-2").await;
+
+    // Bulk discard of what the filter matches: a preview first, nothing changed by it.
+    browser
+        .open(&app, "/dashboard/dead-letters?error_code=invalid_facts")
+        .await;
+    browser
+        .client
+        .find(Locator::Css(
+            "#bulk select[name=action] option[value=discard]",
+        ))
+        .await
+        .expect("discard option")
+        .click()
+        .await
+        .expect("choose discard");
+    browser
+        .client
+        .find(Locator::Css("#bulk input[name=reason]"))
+        .await
+        .expect("reason")
+        .send_keys("sandbox data")
+        .await
+        .expect("type");
+    browser
+        .client
+        .find(Locator::Id("bulk-preview"))
+        .await
+        .expect("preview")
+        .click()
+        .await
+        .expect("preview");
+    let summary = browser
+        .text_once("#bulk-summary", |text| text.contains("match"))
+        .await;
+    assert!(
+        summary.contains("52 open dead letter(s) match"),
+        "{summary}"
+    );
+    assert_eq!(app.scalar(open).await, 55, "a preview changes nothing");
+    browser.shot("11-bulk-preview").await;
+    browser
+        .client
+        .find(Locator::Id("bulk-confirm"))
+        .await
+        .expect("confirm")
+        .click()
+        .await
+        .expect("confirm");
+    let done = browser
+        .text_once("#bulk-summary", |text| text.contains("discarded"))
+        .await;
+    assert!(done.contains("discarded: 52"), "{done}");
+    assert_eq!(app.scalar(open).await, 3, "only the other code stays open");
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM audit_log WHERE action = 'dead_letter.discard' AND reason = 'sandbox data'")
+            .await,
+        52,
+        "every item audited"
+    );
+    browser.shot("12-bulk-done").await;
+    browser.client.close().await.expect("close the browser");
 }

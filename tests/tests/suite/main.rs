@@ -19,6 +19,7 @@ mod posting;
 mod providers;
 mod queue;
 mod recording;
+mod retention;
 mod schema;
 mod search;
 mod stripe;

@@ -115,6 +115,7 @@ fn major(minor: i64, currency: &str) -> Decimal {
     Decimal::new(minor, exponent)
 }
 crate::store::sessions::session_rows!(SqliteStore);
+crate::store::retention::retention_rows!(SqliteStore, sqlx::Sqlite);
 crate::store::search::event_search!(
     SqliteStore,
     sqlx::Sqlite,
