@@ -8,7 +8,8 @@ use ledger::review::Decision;
 use ledger::store::RetentionPolicy;
 use serde_json::{Value, json};
 use tests::TestApp;
-use tests::app::{AppOptions, Backend, FINANCE_TOKEN, OPS_TOKEN, charge, spawn};
+use tests::app::{AppOptions, Backend, FINANCE_TOKEN, OPS_TOKEN, charge, config_toml, spawn};
+use tests::process::{Scratch, run_settle};
 
 tests::on_both_backends!(
     expiry_erases_only_settled_payloads_under_one_audited_erasure,
@@ -309,4 +310,91 @@ async fn a_person_erases_one_payload_on_request(backend: Backend) {
     );
     let failed = app.failed_invariants().await;
     assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// The CLI: `settle prune --dry-run` reports each rule of the configured policy and changes
+/// nothing; `settle events erase-payload` erases one payload with the actor recorded, refuses one
+/// still in use, and `settle events show` says who erased it.
+#[tokio::test]
+async fn the_cli_counts_an_expiry_and_erases_one_payload() {
+    let app = spawn(AppOptions::default()).await;
+    assert_eq!(
+        app.post_standard("msg_ok", &charge("ch_1", "100.00", "3.20", "96.80"))
+            .await
+            .status()
+            .as_u16(),
+        200
+    );
+    app.post_standard("msg_bad", &charge("ch_2", "1.00", "0.10", "0.50"))
+        .await;
+    app.wait_settled(30).await;
+    let scratch = Scratch::new();
+    let text = config_toml(&app.database_url(), &AppOptions::default()).replace(
+        "provider = \"standard\"",
+        "provider = \"standard\"\n        payload_days = 30",
+    );
+    let config = scratch.write(
+        "settle.toml",
+        &format!("{text}\n[retention]\npayload_days = 90\n"),
+    );
+    let url = &app.database_url();
+
+    let (ok, out) = run_settle(&config, url, &["prune", "--dry-run", "--json"]).await;
+    assert!(ok, "{out}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["dry_run"], true);
+    let rules = report["rules"].as_array().expect("rules");
+    assert_eq!(rules.len(), 2, "{out}");
+    assert_eq!(
+        (rules[0]["source"].as_str(), rules[0]["days"].as_u64()),
+        (Some("std"), Some(30))
+    );
+    assert_eq!(
+        (rules[1]["source"].as_str(), rules[1]["days"].as_u64()),
+        (None, Some(90))
+    );
+    assert_eq!(rules[0]["events"], 0, "nothing is 30 days old");
+    let (ok, out) = run_settle(&config, url, &["prune"]).await;
+    assert!(ok && out.contains("EXPIRED"), "{out}");
+    assert_eq!(app.count("payload_erasures").await, 0, "nothing was due");
+
+    let ok_id = event_id(&app, "msg_ok").await.to_string();
+    let (ok, out) = run_settle(
+        &config,
+        url,
+        &[
+            "events",
+            "erase-payload",
+            &ok_id,
+            "--reason",
+            "GDPR request 17",
+            "--actor",
+            "dana",
+        ],
+    )
+    .await;
+    assert!(ok && out.contains("payload erased"), "{out}");
+    let (ok, out) = run_settle(&config, url, &["events", "show", &ok_id]).await;
+    assert!(
+        ok && out.contains("payload erased")
+            && out.contains("dana")
+            && out.contains("GDPR request 17"),
+        "{out}"
+    );
+    let bad_id = event_id(&app, "msg_bad").await.to_string();
+    let (ok, out) = run_settle(
+        &config,
+        url,
+        &[
+            "events",
+            "erase-payload",
+            &bad_id,
+            "--reason",
+            "GDPR request 18",
+        ],
+    )
+    .await;
+    assert!(!ok, "an open dead letter keeps its payload: {out}");
+    assert_eq!(erased(&app).await, ["msg_ok"]);
+    assert_eq!(app.count("payload_erasures").await, 1);
 }
