@@ -59,16 +59,26 @@ pub enum AttemptStart {
     Exhausted,
     /// No event has this id: the job was not written by settle.
     Stray,
+    /// The event waits for this job but its source is paused: nothing was started, nothing
+    /// counted. Hand the job back for later (resuming the source makes it due at once).
+    Paused,
 }
 
-/// The start rule, first part: whether the event still waits for this job. `event` is the
-/// event's status and current job, `None` when no event has the job's event id. `Some` answers
-/// the start (`Stray`: the job is killed; `NothingToDo`: its row is deleted); `None` goes on to
-/// [`start_step`] once the job's unfinished attempts are closed as died.
-pub fn start_gate(event: Option<(EventStatus, &str)>, job_id: &str) -> Option<AttemptStart> {
+/// The start rule, first part: whether the event still waits for this job, and may start now.
+/// `event` is the event's status and current job, `None` when no event has the job's event id;
+/// `paused`: the event's source is paused. `Some` answers the start (`Stray`: the job is killed;
+/// `NothingToDo`: its row is deleted; `Paused`: the job is handed back untouched); `None` goes
+/// on to [`start_step`] once the job's unfinished attempts are closed as died.
+pub fn start_gate(
+    event: Option<(EventStatus, &str)>,
+    job_id: &str,
+    paused: bool,
+) -> Option<AttemptStart> {
     match event {
         None => Some(AttemptStart::Stray),
-        Some((EventStatus::Recorded, current)) if current == job_id => None,
+        Some((EventStatus::Recorded, current)) if current == job_id => {
+            paused.then_some(AttemptStart::Paused)
+        }
         Some(_) => Some(AttemptStart::NothingToDo),
     }
 }

@@ -235,13 +235,18 @@ fn internal_router(
         let tokens = Arc::new(config.api_tokens()?);
         let guard = Arc::new(AuthGuard::new(config.http.auth_failures_per_minute));
         let timeout = Duration::from_millis(config.http.request_timeout_ms);
+        let sources = api::SourceNames(Arc::new(
+            config.sources.iter().map(|s| s.name.to_string()).collect(),
+        ));
         let api = api::router(ApiState {
             store: store.clone(),
             tokens: tokens.clone(),
             rules: config.posting_rules(),
             guard: guard.clone(),
+            sources: sources.clone(),
         });
-        let dashboard = crate::dashboard::router(store.clone(), tokens, guard, &config.dashboard);
+        let dashboard =
+            crate::dashboard::router(store.clone(), tokens, guard, &config.dashboard, sources);
         router = router.route(
             "/",
             axum::routing::get(|| async { axum::response::Redirect::to("/dashboard") }),

@@ -116,4 +116,22 @@ async fn refresh_gauges(health: &Health) {
             metrics::gauge!("settle_database_up").set(0.0);
         }
     }
+    // 1 for a source paused now, 0 for one paused before and since resumed.
+    match health.store.source_pauses(false, 1_000).await {
+        Ok(pauses) => {
+            let mut seen: Vec<&str> = Vec::new();
+            for pause in &pauses {
+                if seen.contains(&pause.source.as_str()) {
+                    continue;
+                }
+                seen.push(&pause.source);
+                let paused = pauses
+                    .iter()
+                    .any(|p| p.source == pause.source && p.resumed_at.is_none());
+                metrics::gauge!("settle_source_paused", "source" => pause.source.clone())
+                    .set(if paused { 1.0 } else { 0.0 });
+            }
+        }
+        Err(error) => tracing::warn!(%error, "metrics: source pauses unavailable"),
+    }
 }

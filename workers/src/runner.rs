@@ -26,6 +26,10 @@ use ledger::stripe::Trigger;
 /// database is not hammered by immediate refetches); giving it back is tried again with this
 /// pause, doubling up to [`STORE_FAILURE_PAUSE_MAX`], until it works or the worker stops.
 const STORE_FAILURE_PAUSE: Duration = Duration::from_millis(500);
+/// How long a job of a paused source waits before its start is tried again. Resuming the source
+/// makes its jobs due at once, so this is only the backstop; long, so that a paused backlog is
+/// not fetched over and over.
+const PAUSED_RECHECK_MS: u64 = 10 * 60 * 1000;
 const STORE_FAILURE_PAUSE_MAX: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
@@ -64,6 +68,8 @@ enum Handback {
     Retry(PostError),
     #[error("rescued after its worker died; backing off for {0} ms")]
     Rescued(u64),
+    #[error("its source is paused; looking again in {0} ms unless it is resumed first")]
+    Paused(u64),
     #[error("store unavailable: {0}")]
     Store(#[from] StoreError),
 }
@@ -188,6 +194,18 @@ impl Runner {
                 warn!(job_id = %job.job_id, event_id = %job.event_id, "attempts exhausted; dead-lettered");
                 count("exhausted");
                 return Finish::Kill("attempts exhausted");
+            }
+            AttemptStart::Paused => {
+                debug!(job_id = %job.job_id, event_id = %job.event_id, "source paused; handed back");
+                if let Err(error) = self
+                    .store
+                    .retry_later(&job.job_id, worker, PAUSED_RECHECK_MS)
+                    .await
+                {
+                    return error.into();
+                }
+                count("paused");
+                return Finish::HandBack(Handback::Paused(PAUSED_RECHECK_MS));
             }
             AttemptStart::Rescued { attempts } => {
                 let delay_ms = self.policy.delay_ms(attempts);

@@ -6,6 +6,7 @@ mod decide;
 mod failures;
 mod finance_reads;
 mod movements;
+mod pauses;
 mod post;
 mod postgres;
 mod prepare;
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 pub use crate::error::StoreError;
 pub use movements::ResolvedPost;
+pub use pauses::{PauseChange, SourcePause};
 pub use retention::{ExpiryRule, PayloadErasure, PruneLine, RetentionPolicy};
 
 use crate::finance::{
@@ -492,6 +494,35 @@ impl Store {
 
     pub async fn payload_erasure(&self, id: i64) -> Result<Option<PayloadErasure>, StoreError> {
         on_backend!(self, store => store.payload_erasure(id).await)
+    }
+
+    /// Pauses a source: its deliveries are still recorded and acknowledged, none of its events
+    /// starts an attempt until it is resumed. Already paused: nothing written.
+    pub async fn pause_source(
+        &self,
+        source: &str,
+        decision: &Decision,
+    ) -> Result<PauseChange, DecisionError> {
+        on_backend!(self, store => store.pause_source(source, decision).await)
+    }
+
+    /// Resumes a paused source and makes its waiting jobs due at once. Not paused: nothing
+    /// written.
+    pub async fn resume_source(
+        &self,
+        source: &str,
+        decision: &Decision,
+    ) -> Result<PauseChange, DecisionError> {
+        on_backend!(self, store => store.resume_source(source, decision).await)
+    }
+
+    /// Pauses newest first: those in force only, or every one (at most `limit`).
+    pub async fn source_pauses(
+        &self,
+        in_force_only: bool,
+        limit: u32,
+    ) -> Result<Vec<SourcePause>, StoreError> {
+        on_backend!(self, store => store.source_pauses(in_force_only, limit).await)
     }
 
     /// Dead letters matching `filter` (`state: None` = any state), newest first.

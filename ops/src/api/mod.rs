@@ -6,6 +6,7 @@ mod dead_letters;
 mod error;
 mod finance;
 mod reads;
+mod sources;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use error::ApiError;
+pub use sources::SourceNames;
 
 use crate::abuse::AuthGuard;
 use crate::auth::{Caller, Tokens};
@@ -36,6 +38,8 @@ pub struct ApiState {
     pub rules: PostingRules,
     /// Failed tokens, limited per client address.
     pub guard: Arc<AuthGuard>,
+    /// The configured sources (the ones that may be paused).
+    pub sources: SourceNames,
 }
 
 impl FromRef<ApiState> for Store {
@@ -57,7 +61,7 @@ pub struct ErrorBody {
 #[openapi(
     info(title = "settle", description = "Ops and finance API of settle."),
     modifiers(&BearerAuth),
-    tags((name = "dead letters"), (name = "events"), (name = "conflicts"), (name = "finance"))
+    tags((name = "dead letters"), (name = "events"), (name = "conflicts"), (name = "sources"), (name = "finance"))
 )]
 struct ApiDoc;
 
@@ -90,6 +94,9 @@ fn documented(state: ApiState) -> (Router, OpenApiDocument) {
         .routes(routes!(reads::conflicts))
         .routes(routes!(reads::conflict))
         .routes(routes!(reads::resolve_conflict))
+        .routes(routes!(sources::list))
+        .routes(routes!(sources::pause))
+        .routes(routes!(sources::resume))
         .routes(routes!(finance::journal))
         .routes(routes!(finance::journal_csv))
         .routes(routes!(finance::balances))

@@ -145,6 +145,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The configured sources: which are paused; pause one (its deliveries are still recorded
+    /// and acknowledged, nothing of it posts) or resume it (its waiting events drain).
+    #[command(after_help = "Examples:\n  \
+        settle sources list\n  \
+        settle sources pause stripe --reason \"Stripe incident INC-42\"\n  \
+        settle sources resume stripe --reason \"incident over\"")]
+    Sources {
+        #[command(subcommand)]
+        command: review::SourceCommand,
+    },
     /// Conflicting redeliveries: list, show, resolve.
     #[command(after_help = "Example:\n  \
         settle conflicts resolve 3 --reason \"provider confirmed the original\"")]
@@ -397,6 +407,13 @@ async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<
         Command::Events { command } => {
             with_store(&config, |store| async move {
                 review::events(&store, command).await
+            })
+            .await
+        }
+        Command::Sources { command } => {
+            let names: Vec<String> = config.sources.iter().map(|s| s.name.to_string()).collect();
+            with_store(&config, |store| async move {
+                review::sources(&store, &names, command).await
             })
             .await
         }

@@ -11,6 +11,7 @@ mod dead_letters;
 mod events;
 mod finance;
 mod session;
+mod sources;
 
 use std::sync::Arc;
 
@@ -39,6 +40,7 @@ pub struct DashboardState {
     sessions: Sessions,
     guard: Arc<AuthGuard>,
     cookie_secure: bool,
+    sources: crate::api::SourceNames,
 }
 
 /// The `[dashboard]` settings.
@@ -79,6 +81,7 @@ pub fn router(
     tokens: Arc<Tokens>,
     guard: Arc<AuthGuard>,
     settings: &DashboardSettings,
+    sources: crate::api::SourceNames,
 ) -> Router {
     let state = DashboardState {
         store: store.clone(),
@@ -89,6 +92,7 @@ pub fn router(
         ),
         guard,
         cookie_secure: settings.cookie_secure,
+        sources,
     };
     let headers = SECURITY_HEADERS.map(|(name, value)| {
         SetResponseHeaderLayer::overriding(
@@ -114,6 +118,11 @@ pub fn router(
         .route(
             "/dashboard/events/{id}/erase-payload",
             post(events::erase_payload),
+        )
+        .route("/dashboard/sources", get(sources::sources))
+        .route(
+            "/dashboard/sources/{name}/{action}",
+            post(sources::pause_or_resume),
         )
         .route("/dashboard/conflicts", get(conflicts))
         .route("/dashboard/conflicts/{id}", get(conflict))
@@ -231,6 +240,7 @@ fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
                     a href="/dashboard/journal" { "Journal" }
                     a href="/dashboard/balances" { "Balances" }
                     a href="/dashboard/payouts" { "Payouts" }
+                    a href="/dashboard/sources" { "Sources" }
                     @if let Some(session) = session {
                         form method="post" action="/dashboard/logout" style="display:inline" {
                             input type="hidden" name="csrf" value=(session.csrf);
@@ -256,10 +266,18 @@ async fn overview(State(state): State<DashboardState>, Viewer(session): Viewer) 
         .map(|(d, a, b)| (d.to_string(), *a, *b))
         .collect();
     let open: i64 = gauges.open_dead_letters.iter().map(|(_, n)| n).sum();
+    let paused = state.store.source_pauses(true, 1_000).await?;
     Ok(layout(
         "Overview",
         Some(&session),
         html! {
+            @for p in &paused {
+                p.alert id=(format!("paused-{}", p.source)) {
+                    "Source " b { (p.source) } " is paused since " (p.paused_at.format("%Y-%m-%d %H:%M:%S"))
+                    " by " (p.paused_by) " (" (p.pause_reason) "): its deliveries are recorded, nothing of it posts. "
+                    a href="/dashboard/sources" { "Resume it" }
+                }
+            }
             @for (source, open) in &gauges.provider_auth {
                 p.alert id="provider-auth" {
                     "The API of source " b { (source) } " refuses its key: " (open)

@@ -1249,7 +1249,11 @@ async fn starting_an_attempt_follows_the_start_rule_in_every_case(backend: Backe
             }
             // The rule, on the facts just written.
             assert_eq!(
-                start_gate(Some((EventStatus::Recorded, &job.job_id)), &job.job_id),
+                start_gate(
+                    Some((EventStatus::Recorded, &job.job_id)),
+                    &job.job_id,
+                    false
+                ),
                 None
             );
             let died_now = attempts.iter().filter(|(_, o)| o.is_none()).count();
@@ -1347,8 +1351,13 @@ async fn starting_an_attempt_follows_the_start_rule_in_every_case(backend: Backe
         event_id: current.event_id,
     };
     assert_eq!(
-        start_gate(Some((EventStatus::Recorded, &current.job_id)), &old.job_id),
-        Some(AttemptStart::NothingToDo)
+        start_gate(
+            Some((EventStatus::Recorded, &current.job_id)),
+            &old.job_id,
+            true
+        ),
+        Some(AttemptStart::NothingToDo),
+        "a job its event no longer waits for is done, paused or not"
     );
     assert_eq!(
         app.store
@@ -1361,13 +1370,79 @@ async fn starting_an_attempt_follows_the_start_rule_in_every_case(backend: Backe
         job_id: "01JOBOFNOEVENT".into(),
         event_id: ledger::EventId::new(987_654_321),
     };
-    assert_eq!(start_gate(None, &stray.job_id), Some(AttemptStart::Stray));
+    assert_eq!(
+        start_gate(None, &stray.job_id, false),
+        Some(AttemptStart::Stray)
+    );
     assert_eq!(
         app.store
             .start_attempt(&stray, "w2", 3, 1_000)
             .await
             .expect("start"),
         AttemptStart::Stray
+    );
+
+    // A paused source: its waiting jobs start nothing, alone or in a group, and keep their queue
+    // rows; once resumed they start.
+    let who = ledger::review::Decision {
+        actor: "ops".into(),
+        reason: "provider incident".into(),
+    };
+    let paused: Vec<JobRef> = {
+        let mut jobs = Vec::new();
+        for i in 0..3 {
+            let id = format!("msg_paused_{i}");
+            deliver(
+                &app,
+                &id,
+                &charge(&format!("ch_paused_{i}"), "10.00", "0.30", "9.70"),
+            )
+            .await;
+            jobs.push(app.job_of(&id).await);
+        }
+        jobs
+    };
+    app.store.pause_source("std", &who).await.expect("pause");
+    assert_eq!(
+        start_gate(
+            Some((EventStatus::Recorded, &paused[0].job_id)),
+            &paused[0].job_id,
+            true
+        ),
+        Some(AttemptStart::Paused)
+    );
+    assert_eq!(
+        app.store
+            .start_attempt(&paused[0], "w2", 3, 1_000)
+            .await
+            .expect("start"),
+        AttemptStart::Paused
+    );
+    let group: Vec<(JobRef, String)> = paused[1..]
+        .iter()
+        .map(|job| (job.clone(), "w2".to_owned()))
+        .collect();
+    for answer in app.store.start_attempts(&group, 3, 1_000).await {
+        assert_eq!(answer.expect("start"), AttemptStart::Paused, "grouped");
+    }
+    for i in 0..3 {
+        let id = format!("msg_paused_{i}");
+        assert_eq!(app.event_state(&id).await.0, "recorded");
+        assert!(app.job_row(&id).await.is_some(), "{id}: its job stays");
+    }
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id WHERE e.external_id LIKE 'msg_paused_%'")
+            .await,
+        0,
+        "nothing started, nothing counted"
+    );
+    app.store.resume_source("std", &who).await.expect("resume");
+    assert_eq!(
+        app.store
+            .start_attempt(&paused[0], "w2", 3, 1_000)
+            .await
+            .expect("start"),
+        AttemptStart::Run { attempt: 1 }
     );
     let failed = app.failed_invariants().await;
     assert!(failed.is_empty(), "{failed:?}");

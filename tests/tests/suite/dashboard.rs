@@ -575,3 +575,50 @@ async fn paging_keeps_the_filter_and_a_bulk_discard_acts_after_its_preview() {
     browser.shot("12-bulk-done").await;
     browser.client.close().await.expect("close the browser");
 }
+
+#[tokio::test]
+async fn ops_pauses_and_resumes_a_source_from_the_browser() {
+    let app = spawn(AppOptions::default()).await;
+    let browser = Browser::start().await;
+    browser.log_in(&app, OPS_TOKEN).await;
+    browser.open(&app, "/dashboard/sources").await;
+    browser
+        .submit("pause-std-reason", "bad deploy upstream", "pause-std")
+        .await;
+    let row = browser
+        .text_once("#source-std", |text| text.contains("paused"))
+        .await;
+    assert!(
+        row.contains("paused") && row.contains("olivia") && row.contains("bad deploy upstream"),
+        "{row}"
+    );
+    app.post_standard("msg_1", &charge("ch_1", "100.00", "3.20", "96.80"))
+        .await;
+    browser.open(&app, "/dashboard").await;
+    let alert = browser.text("#paused-std").await;
+    assert!(alert.contains("is paused"), "{alert}");
+    browser.shot("13-source-paused").await;
+    assert_eq!(app.event_state("msg_1").await.0, "recorded");
+
+    browser.open(&app, "/dashboard/sources").await;
+    browser
+        .submit("resume-std-reason", "upstream fixed", "resume-std")
+        .await;
+    let row = browser
+        .text_once("#source-std", |text| text.contains("running"))
+        .await;
+    assert!(row.contains("running"), "{row}");
+    assert!(browser.text("#pauses").await.contains("upstream fixed"));
+    browser.shot("14-source-resumed").await;
+    app.wait_settled(30).await;
+    assert_eq!(app.event_state("msg_1").await.0, "posted");
+    browser.open(&app, "/dashboard").await;
+    assert!(
+        browser
+            .client
+            .find(Locator::Id("paused-std"))
+            .await
+            .is_err()
+    );
+    browser.client.close().await.expect("close the browser");
+}

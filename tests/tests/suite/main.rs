@@ -14,6 +14,7 @@ mod ingress_standard;
 mod loadgen;
 mod observability;
 mod ops;
+mod pause;
 mod planes;
 mod posting;
 mod providers;

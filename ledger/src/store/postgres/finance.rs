@@ -95,6 +95,7 @@ impl PgStore {
 crate::store::finance_reads::finance_reads!(PgStore, PgRow);
 crate::store::sessions::session_rows!(PgStore);
 crate::store::retention::retention_rows!(PgStore, sqlx::Postgres);
+crate::store::pauses::pause_rows!(PgStore, sqlx::Postgres, "apalis.jobs", chrono::Utc::now());
 crate::store::search::event_search!(
     PgStore,
     sqlx::Postgres,

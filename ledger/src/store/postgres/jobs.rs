@@ -69,6 +69,7 @@ fn attempt_start(outcome: &str, attempt: i32) -> Result<AttemptStart, StoreError
         "run" => Ok(AttemptStart::Run { attempt: attempts }),
         "suspect" => Ok(AttemptStart::Suspect),
         "rescued" => Ok(AttemptStart::Rescued { attempts }),
+        "paused" => Ok(AttemptStart::Paused),
         "exhausted" => Ok(AttemptStart::Exhausted),
         "nothing_to_do" => Ok(AttemptStart::NothingToDo),
         "stray" => Ok(AttemptStart::Stray),

@@ -116,6 +116,12 @@ fn major(minor: i64, currency: &str) -> Decimal {
 }
 crate::store::sessions::session_rows!(SqliteStore);
 crate::store::retention::retention_rows!(SqliteStore, sqlx::Sqlite);
+crate::store::pauses::pause_rows!(
+    SqliteStore,
+    sqlx::Sqlite,
+    "Jobs",
+    chrono::Utc::now().timestamp()
+);
 crate::store::search::event_search!(
     SqliteStore,
     sqlx::Sqlite,

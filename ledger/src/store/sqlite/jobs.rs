@@ -68,11 +68,18 @@ async fn start_in(
     alone: bool,
 ) -> Result<AttemptStart, StoreError> {
     let event = event_state(&mut *conn, job.event_id).await?;
-    match start_gate(event.as_ref().map(|(s, j)| (*s, j.as_str())), &job.job_id) {
+    let waits = matches!(&event, Some((EventStatus::Recorded, current)) if *current == job.job_id);
+    let paused = waits && source_paused(&mut *conn, job.event_id).await?;
+    match start_gate(
+        event.as_ref().map(|(s, j)| (*s, j.as_str())),
+        &job.job_id,
+        paused,
+    ) {
         Some(AttemptStart::Stray) => {
             kill_job(&mut *conn, &job.job_id).await?;
             return Ok(AttemptStart::Stray);
         }
+        Some(AttemptStart::Paused) => return Ok(AttemptStart::Paused),
         Some(answer) => {
             complete_job(&mut *conn, &job.job_id).await?;
             return Ok(answer);
@@ -171,6 +178,17 @@ pub(super) async fn set_event_status(
     } else {
         Err(transition.stale())
     }
+}
+
+/// Whether the event's source is paused.
+async fn source_paused(conn: &mut SqliteConnection, event_id: EventId) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM source_pauses p JOIN settlement_events e ON e.source = p.source
+                        WHERE e.id = ?1 AND p.resumed_at IS NULL)",
+    )
+    .bind(event_id.get())
+    .fetch_one(&mut *conn)
+    .await?)
 }
 
 async fn event_state(
