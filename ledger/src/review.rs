@@ -370,6 +370,9 @@ pub enum DecisionError {
     AlreadyDecided(String),
     #[error("a reason is required")]
     ReasonRequired,
+    /// What was asked cannot be done as asked (lines that do not balance, ...).
+    #[error("invalid: {0}")]
+    Invalid(String),
     /// The subject is still needed as it is (an event in flight, in an open dead letter or in an
     /// open conflict keeps its payload).
     #[error("in use: {0}")]

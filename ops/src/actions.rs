@@ -158,7 +158,9 @@ fn failed(id: i64, error: &DecisionError) -> ItemOutcome {
         DecisionError::AlreadyDecided(_) => "already_decided",
         DecisionError::NotFound(_) => "not_found",
         DecisionError::InUse(_) => "in_use",
-        DecisionError::ReasonRequired | DecisionError::Store(_) => "failed",
+        DecisionError::ReasonRequired | DecisionError::Invalid(_) | DecisionError::Store(_) => {
+            "failed"
+        }
     };
     ItemOutcome {
         dead_letter_id: id,

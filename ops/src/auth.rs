@@ -8,15 +8,20 @@ use serde::Deserialize;
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// Reads and acts (requeue, discard, resolve).
+    /// Reads and acts (requeue, discard, resolve, erase, pause).
     Ops,
-    /// Reads only.
+    /// Reads, and corrects the journal (reversals and corrections).
     Finance,
 }
 
 impl Role {
     pub fn may_act(self) -> bool {
         self == Role::Ops
+    }
+
+    /// Whether the role may reverse and correct journal entries.
+    pub fn may_correct(self) -> bool {
+        self == Role::Finance
     }
 
     pub fn as_str(self) -> &'static str {

@@ -874,6 +874,18 @@ async fn part_search(results: &mut serde_json::Map<String, Value>) {
          INSERT INTO dead_letters (event_id, job_id, error_class, error_code, last_error, attempts)
          SELECT id, job_id, 'permanent', CASE WHEN id % 200 = 0 THEN 'invalid_facts' ELSE 'provider_facts' END, 'seeded', 1
          FROM settlement_events WHERE status = 'abandoned';
+         -- One event in five has an entry (its order's reference, a payout of 1,000 entries),
+         -- written as the posting writes them: each entry with its lines in one statement.
+         WITH entries AS (
+             INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, payout_id, reference,
+                                          request_fingerprint, effective_date, description)
+             SELECT 'std/charge_settled/mv_' || e.id, e.id, e.source, 'charge_settled', 'mv_' || e.id,
+                    'po_' || (e.id / 5000), 'order-' || e.id, repeat('a', 64), current_date, 'seeded'
+             FROM settlement_events e WHERE e.status = 'posted' AND e.id % 5 = 0
+             RETURNING id)
+         INSERT INTO journal_lines (entry_id, line_no, account, currency, amount)
+         SELECT id, line.no, line.account, 'USD', line.amount FROM entries
+         CROSS JOIN (VALUES (1, 'assets:std', 9.70), (2, 'income:sales', -9.70)) AS line(no, account, amount);
          ANALYZE"
     )))
     .execute(&pool)
@@ -944,6 +956,20 @@ async fn part_search(results: &mut serde_json::Map<String, Value>) {
             },
         ),
         (
+            "reference (one entry)",
+            EventFilter {
+                reference: Some(format!("order-{}", events / 10 * 5)),
+                ..Default::default()
+            },
+        ),
+        (
+            "payout (1,000 entries)",
+            EventFilter {
+                payout_id: Some(format!("po_{}", events / 10_000)),
+                ..Default::default()
+            },
+        ),
+        (
             "dead-letter code (0.005 %)",
             EventFilter {
                 error_code: text("invalid_facts"),
@@ -985,6 +1011,94 @@ async fn part_search(results: &mut serde_json::Map<String, Value>) {
     }
     results.insert("search".into(), json!({"events": events, "filters": rows}));
     store.close().await;
+}
+
+/// Bulk requeue of 10,000 open dead letters, as the CLI, the API and the dashboard do it
+/// (`ops::actions`: what the filter matches, at most `BULK_LIMIT_MAX` at a time, each item its
+/// own audited transaction with a fresh job), on both backends.
+async fn part_bulk(results: &mut serde_json::Map<String, Value>) {
+    use ledger::review::{BULK_LIMIT_MAX, DeadLetterFilter, Decision};
+    const LETTERS: i64 = 10_000;
+    println!("\n8. bulk requeue of {LETTERS} open dead letters (batches of {BULK_LIMIT_MAX})");
+    let mut rows = Vec::new();
+    for backend in ["postgres", "sqlite"] {
+        let (pg, file) = match backend {
+            "postgres" => (Some(TestDb::create().await), None),
+            _ => (None, Some(SqliteFile::create())),
+        };
+        let url = pg
+            .as_ref()
+            .map_or_else(|| file.as_ref().expect("file").url(), |db| db.url.clone());
+        let store = ledger::Store::connect(&url, &ledger::StoreOptions::default())
+            .await
+            .expect("store");
+        store.migrate().await.expect("migrate");
+        let seed = format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {LETTERS})
+             INSERT INTO settlement_events (source, external_id, status, kind, movement_id, fingerprint,
+                                            facts, payload, job_id, received_at, status_changed_at)
+             SELECT 'std', 'evt_' || i, 'abandoned', 'charge_settled', 'mv_' || i,
+                    '{fp}', '{{}}', '{{}}', 'job_' || i, {now}, {now} FROM n;
+             INSERT INTO dead_letters (event_id, job_id, error_class, error_code, last_error, attempts, abandoned_at)
+             SELECT id, job_id, 'exhausted', 'upstream_unavailable', 'seeded', 8, {now} FROM settlement_events;",
+            fp = "a".repeat(64),
+            now = if backend == "postgres" { "now()" } else { "strftime('%Y-%m-%dT%H:%M:%fZ')" },
+        );
+        let seeded = match (&pg, &file) {
+            (Some(db), _) => sqlx::raw_sql(sqlx::AssertSqlSafe(seed))
+                .execute(&db.pool().await)
+                .await
+                .map(|_| ()),
+            (_, Some(file)) => {
+                let pool = sqlx::SqlitePool::connect(&file.url())
+                    .await
+                    .expect("sqlite");
+                sqlx::raw_sql(sqlx::AssertSqlSafe(seed))
+                    .execute(&pool)
+                    .await
+                    .map(|_| ())
+            }
+            _ => unreachable!(),
+        };
+        seeded.expect("seed");
+        let decision = Decision {
+            actor: "bench".into(),
+            reason: "upstream recovered".into(),
+        };
+        let started = Instant::now();
+        let mut requeued = 0;
+        loop {
+            let ids = ops::actions::matching(&store, &DeadLetterFilter::default(), BULK_LIMIT_MAX)
+                .await
+                .expect("matching");
+            if ids.is_empty() {
+                break;
+            }
+            let report = ops::actions::act(
+                &store,
+                ops::actions::Action::Requeue,
+                &ids,
+                &decision,
+                false,
+            )
+            .await;
+            requeued += report.count("requeued");
+        }
+        let millis = started.elapsed().as_millis().max(1);
+        let per_sec = requeued as u128 * 1000 / millis;
+        println!(
+            "  {backend:<9} {requeued} requeued in {}.{} s ({per_sec} per second)",
+            millis / 1000,
+            millis % 1000 / 100
+        );
+        assert_eq!(requeued, LETTERS as usize, "every dead letter requeued");
+        rows.push(
+            json!({"backend": backend, "requeued": requeued, "milliseconds": millis as u64,
+            "per_second": per_sec as u64}),
+        );
+        store.close().await;
+    }
+    results.insert("bulk_requeue".into(), json!(rows));
 }
 
 /// Which parts to run: all by default; `BENCH_PARTS=drain,e2e` runs some (while iterating):
@@ -1183,6 +1297,9 @@ async fn main() {
     }
     if wanted("search") {
         part_search(&mut results).await;
+    }
+    if wanted("bulk") {
+        part_bulk(&mut results).await;
     }
     let text = serde_json::to_string_pretty(&Value::Object(results)).expect("json");
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");

@@ -58,6 +58,43 @@ macro_rules! finance_reads {
                 Ok(JournalPage { items, next_cursor })
             }
 
+            /// One entry with its lines.
+            pub(in crate::store) async fn entry(
+                &self,
+                id: i64,
+            ) -> Result<Option<EntryView>, StoreError> {
+                let row = sqlx::query(
+                    "SELECT je.id, je.effective_date, je.recorded_at, je.source, je.kind, je.movement_id, je.payout_id,
+                            je.reference, je.description, je.event_id, je.reverses_entry_id, je.details,
+                            (SELECT r.id FROM journal_entries r WHERE r.reverses_entry_id = je.id) AS reversed_by_entry_id
+                     FROM journal_entries je WHERE je.id = $1",
+                )
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                let mut entries = [entry_view(&row)?];
+                self.attach_lines(&mut entries).await?;
+                let [entry] = entries;
+                Ok(Some(entry))
+            }
+
+            /// The correction made of `entry_id`, if any.
+            pub(in crate::store) async fn correction_of_entry(
+                &self,
+                entry_id: i64,
+            ) -> Result<Option<(i64, String, String, i64, Option<i64>)>, StoreError> {
+                Ok(sqlx::query_as(
+                    "SELECT id, actor, reason, reversal_entry_id, correction_entry_id
+                     FROM journal_corrections WHERE entry_id = $1",
+                )
+                .bind(entry_id)
+                .fetch_optional(&self.pool)
+                .await?)
+            }
+
             pub(in crate::store) async fn reconciliation(
                 &self,
                 payout_id: &str,

@@ -2,6 +2,7 @@
 //! the embedded default. Callers (ingress, workers, ops) never see which one they talk to.
 
 mod backend;
+mod corrections;
 mod decide;
 mod failures;
 mod finance_reads;
@@ -22,6 +23,7 @@ mod verify;
 use std::time::Duration;
 
 pub use crate::error::StoreError;
+pub use corrections::{Corrected, CorrectionRequest, check_lines};
 pub use movements::ResolvedPost;
 pub use pauses::{PauseChange, SourcePause};
 pub use retention::{ExpiryRule, PayloadErasure, PruneLine, RetentionPolicy};
@@ -494,6 +496,22 @@ impl Store {
 
     pub async fn payload_erasure(&self, id: i64) -> Result<Option<PayloadErasure>, StoreError> {
         on_backend!(self, store => store.payload_erasure(id).await)
+    }
+
+    /// Reverses journal entry `id` and, with lines, posts its correction, on the request's
+    /// effective date, with who and why (see ARCHITECTURE.md, Corrections).
+    pub async fn correct_entry(
+        &self,
+        id: i64,
+        request: &CorrectionRequest,
+        decision: &Decision,
+    ) -> Result<Corrected, DecisionError> {
+        on_backend!(self, store => corrections::correct(store, id, request, decision).await)
+    }
+
+    /// One journal entry with its lines.
+    pub async fn entry(&self, id: i64) -> Result<Option<crate::finance::EntryView>, StoreError> {
+        on_backend!(self, store => store.entry(id).await)
     }
 
     /// Pauses a source: its deliveries are still recorded and acknowledged, none of its events

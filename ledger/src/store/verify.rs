@@ -124,18 +124,24 @@ pub(super) const CHECKS: &[CheckSql] = &[
     },
     CheckSql {
         name: "journal_immutable",
-        description: "the triggers that keep the journal, events, payout items and audit log append-only and entries balanced are in place (and enabled)",
+        description: "the triggers that keep the journal, its corrections, events, payload erasures, source pauses, payout items and audit log append-only and entries balanced are in place (and enabled)",
         postgres: "SELECT 'trigger ' || name || ' missing or disabled' FROM unnest(ARRAY[
              'journal_entries_immutable', 'journal_entries_no_truncate', 'journal_lines_immutable',
              'journal_lines_no_truncate', 'journal_entries_balanced', 'journal_lines_balanced',
              'settlement_events_guard', 'settlement_events_no_truncate', 'audit_log_immutable',
-             'audit_log_no_truncate', 'payout_items_immutable', 'payout_items_no_truncate']) AS name
+             'audit_log_no_truncate', 'payout_items_immutable', 'payout_items_no_truncate',
+             'payload_erasures_immutable', 'payload_erasures_no_truncate', 'source_pauses_guard',
+             'source_pauses_no_truncate', 'journal_corrections_immutable',
+             'journal_corrections_no_truncate']) AS name
          WHERE NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgname = name AND t.tgenabled = 'O')",
         sqlite: "SELECT 'trigger ' || t.value || ' missing' FROM json_each(json_array(
              'journal_entries_no_update', 'journal_entries_no_delete', 'journal_lines_no_update',
              'journal_lines_no_delete', 'journal_entries_balanced', 'journal_lines_before_their_entry',
              'settlement_events_immutable', 'settlement_events_no_delete', 'audit_log_no_update',
-             'audit_log_no_delete', 'payout_items_no_update', 'payout_items_no_delete')) AS t
+             'audit_log_no_delete', 'payout_items_no_update', 'payout_items_no_delete',
+             'settlement_events_payload_in_use', 'payload_erasures_no_update', 'payload_erasures_no_delete',
+             'source_pauses_only_resumed', 'source_pauses_no_delete', 'journal_corrections_no_update',
+             'journal_corrections_no_delete')) AS t
          WHERE NOT EXISTS (SELECT 1 FROM sqlite_master m WHERE m.type = 'trigger' AND m.name = t.value)",
     },
 ];

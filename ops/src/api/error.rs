@@ -62,6 +62,7 @@ impl From<DecisionError> for ApiError {
             DecisionError::NotFound(what) => ApiError::NotFound(what),
             DecisionError::AlreadyDecided(detail) => ApiError::AlreadyDecided(detail),
             DecisionError::InUse(detail) => ApiError::InUse(detail),
+            DecisionError::Invalid(detail) => ApiError::BadRequest(detail),
             DecisionError::ReasonRequired => {
                 ApiError::BadRequest("a non-empty reason is required".into())
             }

@@ -2,6 +2,7 @@
 //! acts), cursor pagination, typed JSON errors. Routes and the OpenAPI document are built
 //! together from the handlers' annotations (`utoipa-axum`), so they cannot drift apart.
 
+mod corrections;
 mod dead_letters;
 mod error;
 mod finance;
@@ -97,6 +98,8 @@ fn documented(state: ApiState) -> (Router, OpenApiDocument) {
         .routes(routes!(sources::list))
         .routes(routes!(sources::pause))
         .routes(routes!(sources::resume))
+        .routes(routes!(corrections::reverse))
+        .routes(routes!(corrections::correct))
         .routes(routes!(finance::journal))
         .routes(routes!(finance::journal_csv))
         .routes(routes!(finance::balances))
@@ -125,6 +128,26 @@ pub struct Reader(pub Caller);
 /// A caller whose role may act.
 #[derive(Debug)]
 pub struct Actor(pub Caller);
+
+/// A caller whose role keeps the books (finance): the only one that may correct the journal.
+#[derive(Debug)]
+pub struct Accountant(pub Caller);
+
+impl FromRequestParts<ApiState> for Accountant {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &ApiState,
+    ) -> Result<Self, Self::Rejection> {
+        let Reader(caller) = Reader::from_request_parts(parts, state).await?;
+        if caller.role.may_correct() {
+            Ok(Accountant(caller))
+        } else {
+            Err(ApiError::Forbidden)
+        }
+    }
+}
 
 impl FromRequestParts<ApiState> for Reader {
     type Rejection = ApiError;

@@ -30,6 +30,89 @@ pub enum JournalCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Reverse an entry (it was void): an entry of the opposite lines; the original stays.
+    Reverse {
+        /// The entry's id (as listed).
+        id: i64,
+        #[command(flatten)]
+        correction: CorrectionArgs,
+    },
+    /// Reverse an entry and post the lines it should have had; the original stays.
+    Correct {
+        /// The entry's id (as listed).
+        id: i64,
+        /// A line of the correction, "ACCOUNT CURRENCY AMOUNT" (debit positive), twice or more.
+        #[arg(long = "line", value_name = "ACCOUNT CURRENCY AMOUNT", required = true)]
+        lines: Vec<String>,
+        #[command(flatten)]
+        correction: CorrectionArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CorrectionArgs {
+    /// Why (recorded with the correction and in the entries' descriptions).
+    #[arg(long)]
+    reason: String,
+    /// When it takes effect (YYYY-MM-DD); default today (UTC).
+    #[arg(long)]
+    effective_date: Option<NaiveDate>,
+    /// Who (recorded with the correction); default: the OS user.
+    #[arg(long)]
+    actor: Option<String>,
+    /// Machine-readable output (JSON) on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A typed line, "ACCOUNT CURRENCY AMOUNT".
+fn parse_line(text: &str) -> anyhow::Result<ledger::posting::Line> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [account, currency, amount] = parts.as_slice() else {
+        anyhow::bail!("--line {text:?}: expected \"ACCOUNT CURRENCY AMOUNT\"");
+    };
+    Ok(ledger::posting::Line {
+        account: (*account).to_owned(),
+        currency: ledger::Currency::parse(currency)
+            .map_err(|error| anyhow::anyhow!("--line {text:?}: {error}"))?,
+        amount: amount
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--line {text:?}: {amount:?} is not a decimal amount"))?,
+    })
+}
+
+async fn correct(
+    store: &Store,
+    id: i64,
+    lines: Option<Vec<ledger::posting::Line>>,
+    args: CorrectionArgs,
+) -> anyhow::Result<()> {
+    let request = ledger::store::CorrectionRequest {
+        effective_date: args
+            .effective_date
+            .unwrap_or_else(|| chrono::Utc::now().date_naive()),
+        lines,
+    };
+    let decision = ledger::review::Decision {
+        actor: super::review::actor(&args.actor),
+        reason: args.reason,
+    };
+    let done = store.correct_entry(id, &request, &decision).await?;
+    if args.json {
+        return table::json(&done);
+    }
+    let already = if done.changed { "" } else { " (already)" };
+    match done.correction_entry_id {
+        Some(correction) => println!(
+            "entry {id}: reversed by entry {}, corrected by entry {correction}{already}",
+            done.reversal_entry_id
+        ),
+        None => println!(
+            "entry {id}: reversed by entry {}{already}",
+            done.reversal_entry_id
+        ),
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -111,12 +194,28 @@ pub enum ReconcileCommand {
 }
 
 pub async fn journal(store: &Store, command: JournalCommand) -> anyhow::Result<()> {
-    let JournalCommand::List {
-        filter,
-        cursor,
-        limit,
-        json,
-    } = command;
+    let (filter, cursor, limit, json) = match command {
+        JournalCommand::List {
+            filter,
+            cursor,
+            limit,
+            json,
+        } => (filter, cursor, limit, json),
+        JournalCommand::Reverse { id, correction } => {
+            return correct(store, id, None, correction).await;
+        }
+        JournalCommand::Correct {
+            id,
+            lines,
+            correction,
+        } => {
+            let lines = lines
+                .iter()
+                .map(|l| parse_line(l))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            return correct(store, id, Some(lines), correction).await;
+        }
+    };
     let after = cursor
         .as_deref()
         .map(|c| JournalCursor::parse(c).context("invalid --cursor"))

@@ -177,7 +177,7 @@ pub enum ConflictCommand {
     },
 }
 
-fn actor(given: &Option<String>) -> String {
+pub(super) fn actor(given: &Option<String>) -> String {
     given
         .clone()
         .or_else(|| std::env::var("USER").ok())

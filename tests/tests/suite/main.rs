@@ -3,6 +3,7 @@
 mod adyen;
 mod cli;
 mod conformance;
+mod corrections;
 mod dashboard;
 mod deploy;
 mod edge;

@@ -104,3 +104,78 @@ crate::store::search::event_search!(
     " AND e.id = ANY(ARRAY(",
     "))"
 );
+
+impl crate::store::corrections::CorrectionRows for PgStore {
+    async fn entry_for_correction(&self, id: i64) -> Result<Option<EntryView>, StoreError> {
+        self.entry(id).await
+    }
+
+    async fn correction_of(
+        &self,
+        entry_id: i64,
+    ) -> Result<Option<(i64, String, String, i64, Option<i64>)>, StoreError> {
+        self.correction_of_entry(entry_id).await
+    }
+
+    /// The entry and its lines in one statement, so the balance check sees them together.
+    async fn write_entry(
+        tx: &mut Self::Tx,
+        entry: &crate::store::corrections::CorrectionEntry<'_>,
+    ) -> Result<Option<i64>, StoreError> {
+        let o = entry.original;
+        let lines = &entry.draft.lines;
+        let line_nos: Vec<i32> = (1..=lines.len() as i32).collect();
+        let accounts: Vec<&str> = lines.iter().map(|l| l.account.as_str()).collect();
+        let currencies: Vec<&str> = lines.iter().map(|l| l.currency.code()).collect();
+        let amounts: Vec<Decimal> = lines.iter().map(|l| l.amount).collect();
+        Ok(sqlx::query_scalar(
+            "WITH entry AS (
+                 INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, payout_id, reference,
+                                              request_fingerprint, effective_date, description, reverses_entry_id, details)
+                 SELECT $1, o.event_id, o.source, o.kind, o.movement_id, o.payout_id, o.reference,
+                        o.request_fingerprint, $3, $4, $5, $6::jsonb
+                 FROM journal_entries o WHERE o.id = $2
+                 ON CONFLICT DO NOTHING
+                 RETURNING id
+             ), lines AS (
+                 INSERT INTO journal_lines (entry_id, line_no, account, currency, amount)
+                 SELECT entry.id, l.line_no, l.account, l.currency, l.amount
+                 FROM entry, unnest($7::int[], $8::text[], $9::text[], $10::numeric[])
+                      AS l(line_no, account, currency, amount)
+             )
+             SELECT id FROM entry",
+        )
+        .bind(&entry.draft.source_key)
+        .bind(o.id)
+        .bind(entry.draft.effective_date)
+        .bind(&entry.draft.description)
+        .bind(entry.reverses)
+        .bind(&entry.details)
+        .bind(&line_nos)
+        .bind(&accounts)
+        .bind(&currencies)
+        .bind(&amounts)
+        .fetch_optional(&mut **tx)
+        .await?)
+    }
+
+    async fn record_correction(
+        tx: &mut Self::Tx,
+        entry_id: i64,
+        reversal: i64,
+        correction: Option<i64>,
+        decision: &crate::review::Decision,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "INSERT INTO journal_corrections (at, actor, reason, entry_id, reversal_entry_id, correction_entry_id)
+             VALUES (now(), $1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(&decision.actor)
+        .bind(&decision.reason)
+        .bind(entry_id)
+        .bind(reversal)
+        .bind(correction)
+        .fetch_one(&mut **tx)
+        .await?)
+    }
+}

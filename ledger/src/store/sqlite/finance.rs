@@ -130,3 +130,77 @@ crate::store::search::event_search!(
     " AND e.id IN (",
     ")"
 );
+
+impl crate::store::corrections::CorrectionRows for SqliteStore {
+    async fn entry_for_correction(&self, id: i64) -> Result<Option<EntryView>, StoreError> {
+        self.entry(id).await
+    }
+
+    async fn correction_of(
+        &self,
+        entry_id: i64,
+    ) -> Result<Option<(i64, String, String, i64, Option<i64>)>, StoreError> {
+        self.correction_of_entry(entry_id).await
+    }
+
+    /// Under the write lock: `None` when its key is taken or its original already reversed.
+    async fn write_entry(
+        tx: &mut Self::Tx,
+        entry: &crate::store::corrections::CorrectionEntry<'_>,
+    ) -> Result<Option<i64>, StoreError> {
+        let o = entry.original;
+        let (taken, fingerprint): (bool, String) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM journal_entries WHERE source_key = ?1
+                            OR (?2 IS NOT NULL AND reverses_entry_id = ?2)),
+                    (SELECT request_fingerprint FROM journal_entries WHERE id = ?3)",
+        )
+        .bind(&entry.draft.source_key)
+        .bind(entry.reverses)
+        .bind(o.id)
+        .fetch_one(&mut **tx)
+        .await?;
+        if taken {
+            return Ok(None);
+        }
+        let row = super::posting::EntryRow {
+            event_id: o.event_id,
+            source: &o.source,
+            kind: &o.kind,
+            movement_id: &o.movement_id,
+            payout_id: o.payout_id.as_deref(),
+            reference: o.reference.as_deref(),
+            fingerprint: &fingerprint,
+            draft: entry.draft,
+            reverses: entry.reverses,
+            details: Some(entry.details.clone()),
+        };
+        super::posting::insert_entry(&mut *tx, &row)
+            .await
+            .map(Some)
+            .map_err(|error| match error {
+                crate::job::PostError::Store(error) => error,
+                other => StoreError::Corrupt(other.to_string()),
+            })
+    }
+
+    async fn record_correction(
+        tx: &mut Self::Tx,
+        entry_id: i64,
+        reversal: i64,
+        correction: Option<i64>,
+        decision: &crate::review::Decision,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "INSERT INTO journal_corrections (at, actor, reason, entry_id, reversal_entry_id, correction_entry_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+        )
+        .bind(chrono::Utc::now())
+        .bind(&decision.actor)
+        .bind(&decision.reason)
+        .bind(entry_id)
+        .bind(reversal)
+        .bind(correction)
+        .fetch_one(&mut **tx)
+        .await?)
+    }
+}
