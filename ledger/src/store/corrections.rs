@@ -253,8 +253,11 @@ mod rules {
             "yen have no minor unit"
         );
         assert!(
-            check_lines(&[line(" ", "USD", "1.00"), line("income:sales", "USD", "-1.00")])
-                .is_err()
+            check_lines(&[
+                line(" ", "USD", "1.00"),
+                line("income:sales", "USD", "-1.00")
+            ])
+            .is_err()
         );
     }
 }

@@ -1,7 +1,7 @@
 //! Conflicts: the open ones, one beside its original event, and resolving it.
 
 use axum::Form;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use ledger::review::{Decision, PageRequest};
@@ -10,24 +10,61 @@ use maud::html;
 use super::session::Viewer;
 use super::{ActionForm, DashboardState, Id, Page, PageError, check_action, layout};
 
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct ConflictQuery {
+    /// open (the default), resolved or all.
+    state: Option<String>,
+    cursor: Option<i64>,
+}
+
 pub(super) async fn conflicts(
     State(state): State<DashboardState>,
     Viewer(session): Viewer,
+    Query(query): Query<ConflictQuery>,
 ) -> Page {
+    let wanted = query.state.clone().unwrap_or_else(|| "open".into());
+    let filter = match wanted.as_str() {
+        "open" | "resolved" => Some(wanted.as_str()),
+        "all" => None,
+        other => {
+            return Err(PageError(
+                StatusCode::BAD_REQUEST,
+                format!("No conflict state {other:?}: open, resolved or all."),
+            ));
+        }
+    };
     let page = state
         .store
-        .conflicts(Some("open"), PageRequest::new(None, Some(100)))
+        .conflicts(filter, PageRequest::new(query.cursor, Some(50)))
         .await?;
     Ok(layout(
-        "Open conflicts",
+        if wanted == "open" {
+            "Open conflicts"
+        } else {
+            "Conflicts"
+        },
         Some(&session),
         html! {
-            table {
+            form method="get" {
+                "State " select name="state" {
+                    @for option in ["open", "resolved", "all"] {
+                        option selected[option == wanted] { (option) }
+                    }
+                }
+                " " button type="submit" { "Show" }
+            }
+            table id="conflicts" {
                 tr { th { "ID" } th { "Event" } th { "Source" } th { "External id" } th { "Deliveries" } th { "Last seen" } }
                 @for c in &page.items {
                     tr { td { a href=(format!("/dashboard/conflicts/{}", c.id)) { (c.id) } } td { (c.event_id) } td { (c.source) }
                          td { (c.external_id) } td.num { (c.deliveries) } td { (c.last_seen_at.format("%Y-%m-%d %H:%M:%S")) } }
                 }
+            }
+            @if let Some(cursor) = page.next_cursor {
+                a href=(super::query_string(&[
+                    ("state", Some(wanted.as_str())),
+                    ("cursor", Some(cursor.to_string().as_str())),
+                ])) { "Older →" }
             }
         },
     ))

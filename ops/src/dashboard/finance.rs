@@ -62,7 +62,7 @@ pub(super) async fn journal(
                 @for entry in &page.items {
                     @for line in &entry.lines {
                         tr {
-                            td { @if line.line_no == 1 { (entry.id) } }
+                            td { @if line.line_no == 1 { a href=(format!("/dashboard/journal/{}", entry.id)) { (entry.id) } } }
                             td { @if line.line_no == 1 { (entry.effective_date) } }
                             td { @if line.line_no == 1 { (entry.description)
                                 @if let Some(reversed) = entry.reverses_entry_id { span.muted { " (reverses " (reversed) ")" } } } }
@@ -120,8 +120,28 @@ pub(super) async fn balances(
     ))
 }
 
-pub(super) async fn payouts(State(state): State<DashboardState>, Viewer(session): Viewer) -> Page {
-    let items = state.store.payouts(None, 100).await?;
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct PayoutQuery {
+    /// The last payout id of the previous page.
+    after: Option<String>,
+}
+
+/// Payouts in id order, 50 to a page.
+pub(super) async fn payouts(
+    State(state): State<DashboardState>,
+    Viewer(session): Viewer,
+    Query(query): Query<PayoutQuery>,
+) -> Page {
+    const PAGE: usize = 50;
+    let mut items = state
+        .store
+        .payouts(query.after.as_deref(), PAGE as u32 + 1)
+        .await?;
+    let more = items.len() > PAGE;
+    items.truncate(PAGE);
+    let next = more
+        .then(|| items.last().map(|p| p.payout_id.clone()))
+        .flatten();
     Ok(layout(
         "Payouts",
         Some(&session),
@@ -133,6 +153,9 @@ pub(super) async fn payouts(State(state): State<DashboardState>, Viewer(session)
                          td.num { (p.payout_amount.clone().unwrap_or_default()) } td.num { (p.items_net) } td.num { (p.difference) }
                          td { (p.currency.clone().unwrap_or_default()) } }
                 }
+            }
+            @if let Some(after) = next {
+                a href=(super::query_string(&[("after", Some(after.as_str()))])) { "Next →" }
             }
         },
     ))

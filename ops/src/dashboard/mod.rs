@@ -8,6 +8,7 @@ mod auth;
 mod chart;
 mod conflicts;
 mod dead_letters;
+mod entries;
 mod events;
 mod finance;
 mod session;
@@ -128,6 +129,8 @@ pub fn router(
         .route("/dashboard/conflicts/{id}", get(conflict))
         .route("/dashboard/conflicts/{id}/resolve", post(resolve_conflict))
         .route("/dashboard/journal", get(journal))
+        .route("/dashboard/journal/{id}", get(entries::entry))
+        .route("/dashboard/journal/{id}/correct", post(entries::correct))
         .route("/dashboard/balances", get(balances))
         .route("/dashboard/payouts", get(payouts))
         .route("/dashboard/payouts/{id}", get(payout))

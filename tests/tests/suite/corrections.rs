@@ -62,9 +62,7 @@ async fn a_finance_user_reverses_and_corrects_an_entry_never_editing_it(backend:
         })
         .collect();
     let path = format!("/api/journal/{entry}/correct");
-    let body = |reason: &str, lines: &[Value]| {
-        json!({"reason": reason, "effective_date": "2026-12-02", "lines": lines})
-    };
+    let body = |reason: &str, lines: &[Value]| json!({"reason": reason, "effective_date": "2026-12-02", "lines": lines});
 
     // Refused, typed, nothing written: ops may not correct; a reason and balanced lines are
     // required; an entry that is not there.
@@ -78,7 +76,11 @@ async fn a_finance_user_reverses_and_corrects_an_entry_never_editing_it(backend:
     assert_eq!(status, 400);
     let unbalanced: Vec<Value> = corrected[..1].to_vec();
     let (status, refused) = app
-        .api_post(&path, Some(FINANCE_TOKEN), body("fee was 3.00", &unbalanced))
+        .api_post(
+            &path,
+            Some(FINANCE_TOKEN),
+            body("fee was 3.00", &unbalanced),
+        )
         .await;
     assert_eq!(status, 400, "{refused}");
     let (status, _) = app
@@ -95,7 +97,11 @@ async fn a_finance_user_reverses_and_corrects_an_entry_never_editing_it(backend:
     let (status, done) = app
         .api_post(&path, Some(FINANCE_TOKEN), body("fee was 3.00", &corrected))
         .await;
-    assert_eq!((status, done["changed"].as_bool()), (200, Some(true)), "{done}");
+    assert_eq!(
+        (status, done["changed"].as_bool()),
+        (200, Some(true)),
+        "{done}"
+    );
     let reversal = done["reversal_entry_id"].as_i64().expect("reversal");
     let correction = done["correction_entry_id"].as_i64().expect("correction");
     // A retry of the same request changes nothing; another correction of it is refused.
@@ -103,7 +109,11 @@ async fn a_finance_user_reverses_and_corrects_an_entry_never_editing_it(backend:
         .api_post(&path, Some(FINANCE_TOKEN), body("fee was 3.00", &corrected))
         .await;
     assert_eq!(
-        (status, again["changed"].as_bool(), again["correction_entry_id"].as_i64()),
+        (
+            status,
+            again["changed"].as_bool(),
+            again["correction_entry_id"].as_i64()
+        ),
         (200, Some(false), Some(correction))
     );
     let (status, _) = app
@@ -117,7 +127,10 @@ async fn a_finance_user_reverses_and_corrects_an_entry_never_editing_it(backend:
             json!({"reason": "undo"}),
         )
         .await;
-    assert_eq!(status, 409, "a reversal is not reversed: its original is corrected");
+    assert_eq!(
+        status, 409,
+        "a reversal is not reversed: its original is corrected"
+    );
 
     // The original is as it was; the reversal points at it; both new entries carry the reason.
     let now = app.store.entry(entry).await.expect("read").expect("entry");
@@ -126,11 +139,21 @@ async fn a_finance_user_reverses_and_corrects_an_entry_never_editing_it(backend:
         (original.description.as_str(), original.lines.len())
     );
     assert_eq!(now.reversed_by_entry_id, Some(reversal));
-    let written = app.store.entry(reversal).await.expect("read").expect("entry");
+    let written = app
+        .store
+        .entry(reversal)
+        .await
+        .expect("read")
+        .expect("entry");
     assert_eq!(written.reverses_entry_id, Some(entry));
     assert_eq!(written.effective_date.to_string(), "2026-12-02");
     assert!(written.description.contains("fee was 3.00"));
-    let fixed = app.store.entry(correction).await.expect("read").expect("entry");
+    let fixed = app
+        .store
+        .entry(correction)
+        .await
+        .expect("read")
+        .expect("entry");
     assert!(
         fixed.lines.iter().any(|l| l.amount == "3.00"),
         "{:?}",

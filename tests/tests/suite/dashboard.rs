@@ -622,3 +622,82 @@ async fn ops_pauses_and_resumes_a_source_from_the_browser() {
     );
     browser.client.close().await.expect("close the browser");
 }
+
+#[tokio::test]
+async fn finance_corrects_an_entry_from_the_browser_and_ops_cannot() {
+    let app = spawn(AppOptions::default()).await;
+    app.post_standard("msg_1", &charge("ch_1", "100.00", "3.20", "96.80"))
+        .await;
+    app.wait_settled(30).await;
+    let entry = app
+        .scalar("SELECT posted_entry_id FROM settlement_events WHERE external_id = 'msg_1'")
+        .await;
+
+    let browser = Browser::start().await;
+    browser.log_in(&app, OPS_TOKEN).await;
+    browser
+        .open(&app, &format!("/dashboard/journal/{entry}"))
+        .await;
+    browser.text("#lines").await;
+    assert!(
+        browser.client.find(Locator::Id("correct")).await.is_err(),
+        "ops sees no correction form"
+    );
+    browser.client.delete_all_cookies().await.expect("log out");
+    browser.log_in(&app, FINANCE_TOKEN).await;
+    browser.open(&app, "/dashboard/journal").await;
+    browser
+        .client
+        .find(Locator::LinkText(&entry.to_string()))
+        .await
+        .expect("the entry's link")
+        .click()
+        .await
+        .expect("open it");
+    let lines = browser.text_once("#lines", |t| t.contains("3.20")).await;
+    assert!(lines.contains("96.80"), "{lines}");
+    let textarea = browser
+        .client
+        .find(Locator::Id("correct-lines"))
+        .await
+        .expect("the lines");
+    let typed = textarea
+        .prop("value")
+        .await
+        .expect("value")
+        .unwrap_or_default();
+    textarea.clear().await.expect("clear");
+    textarea
+        .send_keys(&typed.replace("96.80", "97.00").replace("3.20", "3.00"))
+        .await
+        .expect("type");
+    browser
+        .client
+        .find(Locator::Id("correct-date"))
+        .await
+        .expect("date")
+        .send_keys("2026-12-02")
+        .await
+        .expect("type");
+    browser.shot("15-correction-form").await;
+    browser
+        .submit("correct-reason", "fee was 3.00", "correct")
+        .await;
+    let reversed = browser
+        .text_once("#reversed-by", |t| t.contains("Reversed by"))
+        .await;
+    assert!(reversed.contains("Reversed by entry"), "{reversed}");
+    browser.shot("16-corrected").await;
+    assert_eq!(
+        app.texts("SELECT actor || ': ' || reason FROM journal_corrections")
+            .await,
+        ["fred: fee was 3.00"]
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_lines l JOIN journal_corrections c ON c.correction_entry_id = l.entry_id WHERE l.amount = 3.00")
+            .await,
+        1,
+        "the correction carries the fee as typed"
+    );
+    browser.client.close().await.expect("close the browser");
+}

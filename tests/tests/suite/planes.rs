@@ -677,3 +677,66 @@ async fn a_dead_letter_shows_what_was_received_a_permanent_requeue_needs_a_reaso
         "equal fields are not listed"
     );
 }
+
+/// Every list of the dashboard pages: 52 open conflicts and 52 payouts are two pages each, the
+/// next page's link keeping the list's filter, no row twice, none missed.
+#[tokio::test]
+async fn the_conflicts_and_payouts_lists_page_through_everything() {
+    let app = spawn(AppOptions::default()).await;
+    for i in 0..52 {
+        let body = tests::app::canonical(
+            "charge_settled",
+            serde_json::json!({"movement_id": format!("ch_{i}"), "occurred_at": "2026-11-30T11:59:00Z",
+                "currency": "USD", "gross": "10.00", "fee": "0.30", "net": "9.70",
+                "payout_id": format!("po_{i:03}")}),
+        );
+        assert_eq!(
+            app.post_standard(&format!("msg_{i}"), &body)
+                .await
+                .status()
+                .as_u16(),
+            200
+        );
+        let changed = body
+            .replace("\"10.00\"", "\"11.00\"")
+            .replace("\"9.70\"", "\"10.70\"");
+        assert_eq!(
+            app.post_standard(&format!("msg_{i}"), &changed)
+                .await
+                .status()
+                .as_u16(),
+            409
+        );
+    }
+    app.wait_settled(30).await;
+    let cookie = login(&app.ops_url(""), OPS_TOKEN).await;
+    let rows = |page: &str, marker: &str| page.matches(marker).count();
+
+    let (status, first) = get_page(app.ops_url("/dashboard/conflicts?state=open"), &cookie).await;
+    assert_eq!(status, 200);
+    assert_eq!(rows(&first, "href=\"/dashboard/conflicts/"), 50);
+    let older = first
+        .split("href=\"")
+        .find(|s| s.starts_with("?state=open&amp;cursor="))
+        .and_then(|s| s.split('"').next())
+        .expect("an Older link keeping the state")
+        .replace("&amp;", "&");
+    let (_, second) = get_page(
+        app.ops_url(&format!("/dashboard/conflicts{older}")),
+        &cookie,
+    )
+    .await;
+    assert_eq!(rows(&second, "href=\"/dashboard/conflicts/"), 2);
+    assert!(!second.contains("cursor="), "no page after the last");
+
+    let (status, first) = get_page(app.ops_url("/dashboard/payouts"), &cookie).await;
+    assert_eq!(status, 200);
+    assert_eq!(rows(&first, "href=\"/dashboard/payouts/po_"), 50);
+    assert!(
+        first.contains("href=\"?after=po_049\""),
+        "the next page starts after the last shown"
+    );
+    let (_, second) = get_page(app.ops_url("/dashboard/payouts?after=po_049"), &cookie).await;
+    assert_eq!(rows(&second, "href=\"/dashboard/payouts/po_"), 2);
+    assert!(second.contains("po_051") && !second.contains("?after="));
+}
