@@ -1,7 +1,7 @@
-//! Ops actions on dead letters, one item or many, shared by the CLI and the API. A bulk action
-//! is per item: each item is decided in its own transaction and reported with its own outcome,
-//! so one item that was decided meanwhile does not block the others (and nothing is held locked
-//! across a whole batch).
+//! Ops actions on dead letters, one item or many, shared by the CLI, the API and the dashboard.
+//! A bulk action is per item: each item is decided exactly as alone, audited on its own and
+//! reported with its own outcome, so one item that was decided meanwhile does not block the
+//! others; the store commits them a hundred to a transaction (`Store::decide_dead_letters`).
 
 use chrono::{DateTime, NaiveDate, Utc};
 use ledger::Store;
@@ -92,23 +92,31 @@ pub async fn act(
     decision: &Decision,
     dry_run: bool,
 ) -> Report {
-    let mut items = Vec::with_capacity(ids.len());
-    for &id in ids {
-        let item = if dry_run {
-            predict(store, action, id).await
-        } else {
-            apply(store, action, id, decision).await
-        };
-        items.push(item);
+    if dry_run {
+        let mut items = Vec::with_capacity(ids.len());
+        for &id in ids {
+            items.push(predict(store, action, id).await);
+        }
+        return Report { dry_run, items };
     }
+    let goal = match action {
+        Action::Requeue => DeadLetterState::Requeued,
+        Action::Discard => DeadLetterState::Discarded,
+    };
+    let results = store.decide_dead_letters(ids, goal, decision).await;
+    let items = ids
+        .iter()
+        .zip(results)
+        .map(|(&id, result)| outcome(action, id, result))
+        .collect();
     Report { dry_run, items }
 }
 
-async fn apply(store: &Store, action: Action, id: i64, decision: &Decision) -> ItemOutcome {
-    let result = match action {
-        Action::Requeue => store.requeue_dead_letter(id, decision).await,
-        Action::Discard => store.discard_dead_letter(id, decision).await,
-    };
+fn outcome(
+    action: Action,
+    id: i64,
+    result: Result<ledger::review::Decided, DecisionError>,
+) -> ItemOutcome {
     match result {
         Ok(decided) => ItemOutcome {
             dead_letter_id: id,

@@ -958,7 +958,7 @@ async fn part_search(results: &mut serde_json::Map<String, Value>) {
         (
             "reference (one entry)",
             EventFilter {
-                reference: Some(format!("order-{}", events / 10 * 5)),
+                reference: Some(format!("order-{}", events / 10 * 5 + 5)),
                 ..Default::default()
             },
         ),

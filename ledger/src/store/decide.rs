@@ -96,6 +96,9 @@ fn decided(id: i64, event_id: i64, changed: bool, state: &str, job_id: Option<St
     }
 }
 
+/// How many dead letters of a bulk action share one transaction (one commit).
+pub(super) const DECISION_BATCH: usize = 100;
+
 /// Requeues an open dead letter: its event goes back to `recorded` on a fresh job. A repeat
 /// changes nothing, unless the event failed again meanwhile (then the newer dead letter is named).
 pub(super) async fn requeue_dead_letter<B: DecisionRows>(
@@ -103,40 +106,7 @@ pub(super) async fn requeue_dead_letter<B: DecisionRows>(
     id: i64,
     decision: &Decision,
 ) -> Result<Decided, DecisionError> {
-    let mut tx = backend.begin_write().await?;
-    let (state, event_id) = locked_dead_letter::<B>(&mut tx, id).await?;
-    let Step::Apply(transition) = dead_letter_step(id, state, DeadLetterState::Requeued)? else {
-        if let Some(newer) = B::open_dead_letter_of(&mut tx, event_id).await? {
-            return Err(DecisionError::AlreadyDecided(format!(
-                "dead letter {id} was requeued and failed again as dead letter {newer}; act on {newer}"
-            )));
-        }
-        return Ok(decided(id, event_id, false, state.label(), None));
-    };
-    let event = EventStatus::Abandoned.transition(EventStatus::Recorded)?;
-    B::set_event_status(&mut tx, event_id, event).await?;
-    let job_id = B::give_fresh_job(&mut tx, event_id).await?;
-    B::write_dead_letter(&mut tx, id, transition, decision, Some(&job_id)).await?;
-    let states = (transition.from().label(), transition.to().label());
-    let subject = ("dead_letter", id);
-    B::audit(
-        &mut tx,
-        decision,
-        "dead_letter.requeue",
-        subject,
-        event_id,
-        states,
-    )
-    .await?;
-    backend.commit(tx).await?;
-    backend.jobs_enqueued();
-    Ok(decided(
-        id,
-        event_id,
-        true,
-        transition.to().label(),
-        Some(job_id),
-    ))
+    alone(backend, id, DeadLetterState::Requeued, decision).await
 }
 
 /// Discards an open dead letter (a reason is required): its event is `discarded` for good.
@@ -145,28 +115,116 @@ pub(super) async fn discard_dead_letter<B: DecisionRows>(
     id: i64,
     decision: &Decision,
 ) -> Result<Decided, DecisionError> {
-    decision.require_reason()?;
+    alone(backend, id, DeadLetterState::Discarded, decision).await
+}
+
+/// One dead letter's decision in its own transaction.
+async fn alone<B: DecisionRows>(
+    backend: &B,
+    id: i64,
+    goal: DeadLetterState,
+    decision: &Decision,
+) -> Result<Decided, DecisionError> {
+    if goal == DeadLetterState::Discarded {
+        decision.require_reason()?;
+    }
     let mut tx = backend.begin_write().await?;
-    let (state, event_id) = locked_dead_letter::<B>(&mut tx, id).await?;
-    let Step::Apply(transition) = dead_letter_step(id, state, DeadLetterState::Discarded)? else {
+    let decided = decide_in::<B>(&mut tx, id, goal, decision).await?;
+    backend.commit(tx).await?;
+    if decided.job_id.is_some() {
+        backend.jobs_enqueued();
+    }
+    Ok(decided)
+}
+
+/// Decides each dead letter of a bulk action exactly as alone, [`DECISION_BATCH`] to a
+/// transaction: a refusal writes nothing for its item and the batch goes on; a database failure
+/// discards the batch, whose items are then decided one by one. Items are locked in the order
+/// given (the bulk actions give them in id order, so two at once never wait on each other in a
+/// cycle).
+pub(super) async fn decide_dead_letters<B: DecisionRows>(
+    backend: &B,
+    ids: &[i64],
+    goal: DeadLetterState,
+    decision: &Decision,
+) -> Vec<Result<Decided, DecisionError>> {
+    if goal == DeadLetterState::Discarded && decision.require_reason().is_err() {
+        return ids
+            .iter()
+            .map(|_| Err(DecisionError::ReasonRequired))
+            .collect();
+    }
+    let mut results = Vec::with_capacity(ids.len());
+    for batch in ids.chunks(DECISION_BATCH) {
+        match decide_batch(backend, batch, goal, decision).await {
+            Ok(decided) => results.extend(decided),
+            Err(error) => {
+                tracing::debug!(%error, items = batch.len(), "batch of decisions failed; deciding one by one");
+                for &id in batch {
+                    results.push(alone(backend, id, goal, decision).await);
+                }
+            }
+        }
+    }
+    results
+}
+
+async fn decide_batch<B: DecisionRows>(
+    backend: &B,
+    ids: &[i64],
+    goal: DeadLetterState,
+    decision: &Decision,
+) -> Result<Vec<Result<Decided, DecisionError>>, StoreError> {
+    let mut tx = backend.begin_write().await?;
+    let mut decided = Vec::with_capacity(ids.len());
+    for &id in ids {
+        match decide_in::<B>(&mut tx, id, goal, decision).await {
+            Err(DecisionError::Store(error)) => return Err(error),
+            other => decided.push(other),
+        }
+    }
+    backend.commit(tx).await?;
+    if decided
+        .iter()
+        .any(|d| d.as_ref().is_ok_and(|d| d.job_id.is_some()))
+    {
+        backend.jobs_enqueued();
+    }
+    Ok(decided)
+}
+
+/// Requeues or discards dead letter `id` in the caller's transaction. A refusal writes nothing.
+async fn decide_in<B: DecisionRows>(
+    tx: &mut B::Tx,
+    id: i64,
+    goal: DeadLetterState,
+    decision: &Decision,
+) -> Result<Decided, DecisionError> {
+    let (state, event_id) = locked_dead_letter::<B>(tx, id).await?;
+    let Step::Apply(transition) = dead_letter_step(id, state, goal)? else {
+        if goal == DeadLetterState::Requeued
+            && let Some(newer) = B::open_dead_letter_of(tx, event_id).await?
+        {
+            return Err(DecisionError::AlreadyDecided(format!(
+                "dead letter {id} was requeued and failed again as dead letter {newer}; act on {newer}"
+            )));
+        }
         return Ok(decided(id, event_id, false, state.label(), None));
     };
-    let event = EventStatus::Abandoned.transition(EventStatus::Discarded)?;
-    B::set_event_status(&mut tx, event_id, event).await?;
-    B::write_dead_letter(&mut tx, id, transition, decision, None).await?;
+    let (event_goal, action) = match goal {
+        DeadLetterState::Requeued => (EventStatus::Recorded, "dead_letter.requeue"),
+        _ => (EventStatus::Discarded, "dead_letter.discard"),
+    };
+    let event = EventStatus::Abandoned.transition(event_goal)?;
+    B::set_event_status(tx, event_id, event).await?;
+    let job_id = match goal {
+        DeadLetterState::Requeued => Some(B::give_fresh_job(tx, event_id).await?),
+        _ => None,
+    };
+    B::write_dead_letter(tx, id, transition, decision, job_id.as_deref()).await?;
     let states = (transition.from().label(), transition.to().label());
-    let subject = ("dead_letter", id);
-    B::audit(
-        &mut tx,
-        decision,
-        "dead_letter.discard",
-        subject,
-        event_id,
-        states,
-    )
-    .await?;
-    backend.commit(tx).await?;
-    Ok(decided(id, event_id, true, transition.to().label(), None))
+    B::audit(tx, decision, action, ("dead_letter", id), event_id, states).await?;
+    Ok(decided(id, event_id, true, transition.to().label(), job_id))
 }
 
 /// Resolves an open conflict (a reason is required); the original event stays authoritative.

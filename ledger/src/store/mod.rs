@@ -589,6 +589,17 @@ impl Store {
         on_backend!(self, store => store.conflict(id).await)
     }
 
+    /// Requeues (`goal` requeued) or discards each dead letter of a bulk action, each exactly as
+    /// alone and audited on its own, a hundred to a transaction; one answer per id, in order.
+    pub async fn decide_dead_letters(
+        &self,
+        ids: &[i64],
+        goal: crate::review::DeadLetterState,
+        decision: &Decision,
+    ) -> Vec<Result<Decided, DecisionError>> {
+        on_backend!(self, store => decide::decide_dead_letters(store, ids, goal, decision).await)
+    }
+
     /// Acknowledges a conflict (the original stays authoritative), with its audit row.
     pub async fn resolve_conflict(
         &self,

@@ -34,6 +34,7 @@ tests::on_both_backends!(
     workers_with_two_groups_in_flight_post_every_event_once,
     every_state_label_is_one_the_tables_accept,
     starting_an_attempt_follows_the_start_rule_in_every_case,
+    two_bulk_actions_at_once_decide_each_dead_letter_once,
 );
 
 async fn deliver(app: &TestApp, id: &str, body: &str) -> (u16, Value) {
@@ -1446,4 +1447,66 @@ async fn starting_an_attempt_follows_the_start_rule_in_every_case(backend: Backe
     );
     let failed = app.failed_invariants().await;
     assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// A requeue and a discard of the same 250 dead letters at once, a hundred to a transaction each:
+/// every dead letter is decided by exactly one of them, with exactly one audit row; the other is
+/// told it was already decided, and neither waits on the other for ever.
+async fn two_bulk_actions_at_once_decide_each_dead_letter_once(backend: Backend) {
+    use ledger::review::{DeadLetterState, Decision, DecisionError};
+    let app = spawn(quick(backend, 1)).await;
+    for i in 0..250 {
+        deliver(
+            &app,
+            &format!("msg_bad_{i}"),
+            &charge(&format!("ch_{i}"), "1.00", "0.10", "0.50"),
+        )
+        .await;
+    }
+    app.wait_settled(60).await;
+    let ids: Vec<i64> = app
+        .texts("SELECT CAST(id AS TEXT) FROM dead_letters WHERE state = 'open' ORDER BY id")
+        .await
+        .iter()
+        .map(|id| id.parse().expect("id"))
+        .collect();
+    assert_eq!(ids.len(), 250);
+    let who = |actor: &str, reason: &str| Decision {
+        actor: actor.into(),
+        reason: reason.into(),
+    };
+    let (olivia, dana) = (who("olivia", "fixed upstream"), who("dana", "sandbox data"));
+    let (requeued, discarded) = tokio::join!(
+        app.store
+            .decide_dead_letters(&ids, DeadLetterState::Requeued, &olivia),
+        app.store
+            .decide_dead_letters(&ids, DeadLetterState::Discarded, &dana),
+    );
+    let mut changed = 0;
+    for (i, (a, b)) in requeued.iter().zip(&discarded).enumerate() {
+        let won = |r: &Result<ledger::review::Decided, DecisionError>| {
+            r.as_ref().is_ok_and(|d| d.changed)
+        };
+        let lost = |r: &Result<ledger::review::Decided, DecisionError>| {
+            matches!(r, Err(DecisionError::AlreadyDecided(_)))
+        };
+        assert!(
+            (won(a) && lost(b)) || (lost(a) && won(b)),
+            "dead letter {}: {a:?} / {b:?}",
+            ids[i]
+        );
+        changed += 1;
+    }
+    assert_eq!(changed, 250);
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM audit_log WHERE subject_type = 'dead_letter'")
+            .await,
+        250,
+        "one audit row per dead letter"
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM dead_letters WHERE id IN (SELECT subject_id FROM audit_log) AND state = 'open'")
+            .await,
+        0
+    );
 }

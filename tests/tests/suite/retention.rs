@@ -14,6 +14,7 @@ use tests::process::{Scratch, run_settle};
 tests::on_both_backends!(
     expiry_erases_only_settled_payloads_under_one_audited_erasure,
     a_person_erases_one_payload_on_request,
+    workers_expire_payloads_on_their_own,
 );
 
 fn ninety_days() -> RetentionPolicy {
@@ -397,4 +398,46 @@ async fn the_cli_counts_an_expiry_and_erases_one_payload() {
     assert!(!ok, "an open dead letter keeps its payload: {out}");
     assert_eq!(erased(&app).await, ["msg_ok"]);
     assert_eq!(app.count("payload_erasures").await, 1);
+}
+
+/// The workers expire what is due by themselves, every `retention.prune_every_secs`: an event
+/// received 100 days ago (written as the ingress writes one, with its received time set) loses its
+/// payload to an erasure by `settle (retention)`, counted in `settle_payloads_expired_total`.
+async fn workers_expire_payloads_on_their_own(backend: Backend) {
+    let app = spawn(AppOptions {
+        extra: "[retention]\nprune_every_secs = 1".into(),
+        ..AppOptions::on(backend)
+    })
+    .await;
+    assert_eq!(
+        app.post_standard("msg_new", &charge("ch_new", "10.00", "0.30", "9.70"))
+            .await
+            .status()
+            .as_u16(),
+        200
+    );
+    app.wait_settled(30).await;
+    let long_ago = (Utc::now() - Duration::days(100)).to_rfc3339();
+    app.exec(&format!(
+        "INSERT INTO settlement_events (source, external_id, status, kind, movement_id, fingerprint, facts,
+                                        payload, job_id, received_at, status_changed_at)
+         SELECT source, 'msg_old', 'discarded', kind, 'ch_old', fingerprint, facts, payload, 'job_old',
+                '{long_ago}', '{long_ago}'
+         FROM settlement_events WHERE external_id = 'msg_new'"
+    ))
+    .await
+    .expect("an old event");
+    app.wait_for(
+        "the old payload expired",
+        30,
+        "SELECT count(*) = 1 FROM settlement_events WHERE external_id = 'msg_old' AND payload_erased_by IS NOT NULL",
+    )
+    .await;
+    assert_eq!(erased(&app).await, ["msg_old"], "the new one is kept");
+    assert_eq!(
+        app.texts("SELECT actor || ' ' || scope FROM payload_erasures")
+            .await,
+        ["settle (retention) expiry"]
+    );
+    assert!(app.metric("settle_payloads_expired_total").await >= 1.0);
 }
