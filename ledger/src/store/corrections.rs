@@ -38,6 +38,9 @@ pub struct Corrected {
 }
 
 /// An entry to write: its drafted lines and what it is about.
+/// It carries the original's event, source, kind, movement, reference and fingerprint, but no
+/// payout: a correction is the books', not a provider movement, so a payout's reconciliation
+/// (what the provider paid out against the movements it listed) is left as the provider has it.
 pub(super) struct CorrectionEntry<'a> {
     pub(super) original: &'a EntryView,
     pub(super) draft: &'a EntryDraft,

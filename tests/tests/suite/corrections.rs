@@ -46,6 +46,12 @@ async fn a_finance_user_reverses_and_corrects_an_entry_never_editing_it(backend:
     let void = entry_of(&app, "msg_2").await;
     let original = app.store.entry(entry).await.expect("read").expect("entry");
     let before = balances(&app, "2026-12-01").await;
+    let reconciled = app
+        .store
+        .reconciliation("po_9")
+        .await
+        .expect("reconciliation")
+        .expect("po_9");
     let entries_before = app.count("journal_entries").await;
 
     // The lines the entry should have had: the fee was 3.00, not 3.20.
@@ -158,6 +164,18 @@ async fn a_finance_user_reverses_and_corrects_an_entry_never_editing_it(backend:
         fixed.lines.iter().any(|l| l.amount == "3.00"),
         "{:?}",
         fixed.lines
+    );
+
+    // The payout's reconciliation is the provider's: the same items, the same net.
+    let after_correction = app
+        .store
+        .reconciliation("po_9")
+        .await
+        .expect("reconciliation")
+        .expect("po_9");
+    assert_eq!(
+        (after_correction.items.len(), &after_correction.items_net),
+        (reconciled.items.len(), &reconciled.items_net)
     );
 
     // Balances: before the correction's date, the original; from it, the correction.

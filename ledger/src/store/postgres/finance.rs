@@ -132,7 +132,7 @@ impl crate::store::corrections::CorrectionRows for PgStore {
             "WITH entry AS (
                  INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id, payout_id, reference,
                                               request_fingerprint, effective_date, description, reverses_entry_id, details)
-                 SELECT $1, o.event_id, o.source, o.kind, o.movement_id, o.payout_id, o.reference,
+                 SELECT $1, o.event_id, o.source, o.kind, o.movement_id, NULL, o.reference,
                         o.request_fingerprint, $3, $4, $5, $6::jsonb
                  FROM journal_entries o WHERE o.id = $2
                  ON CONFLICT DO NOTHING

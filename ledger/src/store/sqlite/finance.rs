@@ -167,7 +167,7 @@ impl crate::store::corrections::CorrectionRows for SqliteStore {
             source: &o.source,
             kind: &o.kind,
             movement_id: &o.movement_id,
-            payout_id: o.payout_id.as_deref(),
+            payout_id: None,
             reference: o.reference.as_deref(),
             fingerprint: &fingerprint,
             draft: entry.draft,
