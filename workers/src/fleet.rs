@@ -305,7 +305,8 @@ async fn prune_loop(
     every: Duration,
     shutdown: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(every);
+    // The first run waits a whole period: a fleet starting together adds nothing to its start.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         tokio::select! {
             _ = tick.tick() => {}

@@ -91,18 +91,11 @@ pub struct PayloadErasure {
 macro_rules! retention_rows {
     ($store:ty, $db:ty) => {
         impl $store {
-            /// The rule's condition on `settlement_events e`: payloads kept, received before the
-            /// rule's time, of its source(s), of settled events with no open conflict.
-            fn expiry_condition(
+            /// ` AND` the rule's source(s) on `settlement_events e`.
+            fn sources_condition(
                 q: &mut sqlx::QueryBuilder<$db>,
                 rule: &crate::store::retention::ExpiryRule,
             ) {
-                q.push(
-                    " e.payload_erased_by IS NULL AND e.status IN ('posted', 'discarded')
-                      AND NOT EXISTS (SELECT 1 FROM event_conflicts oc WHERE oc.event_id = e.id AND oc.state = 'open')
-                      AND e.received_at < ",
-                )
-                .push_bind(rule.received_before);
                 match &rule.source {
                     Some(source) => {
                         q.push(" AND e.source = ").push_bind(source.clone());
@@ -119,6 +112,21 @@ macro_rules! retention_rows {
                 }
             }
 
+            /// The rule's condition on `settlement_events e`: payloads kept, received before the
+            /// rule's time, of its source(s), of settled events with no open conflict.
+            fn expiry_condition(
+                q: &mut sqlx::QueryBuilder<$db>,
+                rule: &crate::store::retention::ExpiryRule,
+            ) {
+                q.push(
+                    " e.payload_erased_by IS NULL AND e.status IN ('posted', 'discarded')
+                      AND NOT EXISTS (SELECT 1 FROM event_conflicts oc WHERE oc.event_id = e.id AND oc.state = 'open')
+                      AND e.received_at < ",
+                )
+                .push_bind(rule.received_before);
+                Self::sources_condition(q, rule);
+            }
+
             /// Resolved conflicting deliveries of the rule's source(s) last seen before its time.
             fn conflict_expiry_condition(
                 q: &mut sqlx::QueryBuilder<$db>,
@@ -127,20 +135,7 @@ macro_rules! retention_rows {
                 q.push(" c.payload_erased_by IS NULL AND c.state = 'resolved' AND c.last_seen_at < ")
                     .push_bind(rule.received_before)
                     .push(" AND c.event_id IN (SELECT e.id FROM settlement_events e WHERE 1 = 1");
-                match &rule.source {
-                    Some(source) => {
-                        q.push(" AND e.source = ").push_bind(source.clone());
-                    }
-                    None if !rule.except.is_empty() => {
-                        q.push(" AND e.source NOT IN (");
-                        let mut list = q.separated(", ");
-                        for source in &rule.except {
-                            list.push_bind(source.clone());
-                        }
-                        q.push(")");
-                    }
-                    None => {}
-                }
+                Self::sources_condition(q, rule);
                 q.push(")");
             }
 

@@ -98,16 +98,7 @@ macro_rules! review_reads {
                     .event(event_id)
                     .await?
                     .ok_or_else(|| StoreError::Corrupt(format!("dead letter {id} has no event")))?;
-                let attempts = sqlx::query(
-                    "SELECT job_id, attempt, worker, started_at, finished_at, outcome, error_code, error
-                     FROM job_attempts WHERE event_id = $1 ORDER BY id",
-                )
-                .bind(event_id.get())
-                .fetch_all(&self.pool)
-                .await?
-                .iter()
-                .map(attempt_view)
-                .collect::<Result<Vec<_>, _>>()?;
+                let attempts = self.attempts_of(event_id).await?;
                 let audit = self.audit_for_event(event_id.get()).await?;
                 Ok(Some(DeadLetterDetail {
                     dead_letter,
@@ -188,16 +179,7 @@ macro_rules! review_reads {
                     Some(erasure) => self.payload_erasure(erasure).await?,
                     None => None,
                 };
-                let attempts = sqlx::query(
-                    "SELECT job_id, attempt, worker, started_at, finished_at, outcome, error_code, error
-                     FROM job_attempts WHERE event_id = $1 ORDER BY id",
-                )
-                .bind(id.get())
-                .fetch_all(&self.pool)
-                .await?
-                .iter()
-                .map(attempt_view)
-                .collect::<Result<Vec<_>, _>>()?;
+                let attempts = self.attempts_of(id).await?;
                 let sql = format!(
                     "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters d JOIN settlement_events e ON e.id = d.event_id
                      WHERE d.event_id = $1 ORDER BY d.id"
@@ -248,6 +230,23 @@ macro_rules! review_reads {
                     entries,
                     audit,
                 }))
+            }
+
+            /// Every attempt of every job the event has had, in order.
+            async fn attempts_of(
+                &self,
+                event_id: EventId,
+            ) -> Result<Vec<crate::review::AttemptView>, StoreError> {
+                Ok(sqlx::query(
+                    "SELECT job_id, attempt, worker, started_at, finished_at, outcome, error_code, error
+                     FROM job_attempts WHERE event_id = $1 ORDER BY id",
+                )
+                .bind(event_id.get())
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(attempt_view)
+                .collect::<Result<Vec<_>, _>>()?)
             }
 
             async fn audit_for_event(&self, event_id: i64) -> Result<Vec<AuditView>, StoreError> {
