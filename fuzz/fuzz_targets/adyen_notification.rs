@@ -1,5 +1,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    ingress::fuzzing::adyen_notification(data);
+    providers::fuzzing::run("adyen_notification", data);
 });

@@ -1,5 +1,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    ingress::fuzzing::canonical_fingerprint(data);
+    providers::fuzzing::run("canonical_fingerprint", data);
 });

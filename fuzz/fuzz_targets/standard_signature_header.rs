@@ -1,5 +1,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    ingress::fuzzing::standard_signature_header(data);
+    providers::fuzzing::run("standard_signature_header", data);
 });

@@ -1,5 +1,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    ingress::fuzzing::stripe_delivery(data);
+    providers::fuzzing::run("stripe_delivery", data);
 });

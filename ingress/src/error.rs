@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use ledger::EventId;
 use serde_json::json;
 
-use crate::provider::Rejection;
+use providers::Rejection;
 
 /// Seconds a sender should wait before retrying after a 503.
 const RETRY_AFTER_SECS: &str = "5";

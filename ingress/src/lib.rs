@@ -1,11 +1,10 @@
-//! settle's webhook ingress: `POST /webhooks/{source}`. Each configured source names a provider;
-//! the provider's signature is checked on the raw bytes before anything is parsed, its payload is
-//! adapted into canonical settlement events, and the events are recorded with their jobs in one
-//! transaction. No 2xx leaves before the commit returned.
+//! settle's webhook ingress: `POST /webhooks/{source}`. Each configured source has its
+//! provider's receiving half (`providers::Receive`): the signature is checked on the raw bytes
+//! before anything is parsed, the payload is read into events, and the events are recorded with
+//! their jobs in one transaction. No 2xx leaves before the commit returned.
 
 mod budget;
 mod error;
-mod provider;
 mod recorder;
 mod source;
 mod webhook;
@@ -18,12 +17,8 @@ use ledger::Store;
 use recorder::Recorder;
 
 pub use error::IngressError;
-pub use provider::Ignore;
-#[doc(hidden)]
-pub use provider::fuzzing;
-pub use provider::signature::SignatureError;
 pub use recorder::IngressSettings;
-pub use source::{Connect, MoneyFrom, Provider, Secret, Source, SourceError, Sources, StripeRules};
+pub use source::{Source, SourceError, Sources};
 
 /// The default limit on a webhook body.
 pub const BODY_BYTES_MAX_DEFAULT: usize = 256 * 1024;

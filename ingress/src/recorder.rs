@@ -1,13 +1,13 @@
-//! Recording with group commit. Deliveries of one event each (Stripe, Standard Webhooks, most of
-//! Adyen's) that arrive together are inserted by one store call with one commit
+//! Recording with group commit. Deliveries of one event each (most deliveries of every provider)
+//! that arrive together are inserted by one store call with one commit
 //! (`Store::record_new`); each is answered as if recorded alone, and only after that commit.
 //! What the group cannot answer by itself goes through `Store::record` alone: an event whose key
 //! was taken (a replay or a conflict); every event of a group that waited longer than
 //! `ingress.lock_timeout_ms` for a key another transaction held (so one stalled key holds up only
 //! its own delivery, never a group slot); and every event of a group the database refused for a
 //! reason other than being unavailable (so one bad event cannot fail the others).
-//! Deliveries of several events (an Adyen batch) are recorded by `Store::record` in their own
-//! transaction, as before.
+//! Deliveries of several events (a batch of notification items) are recorded by `Store::record`
+//! in their own transaction.
 
 use std::sync::Arc;
 

@@ -7,13 +7,12 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use ledger::{Content, Recorded};
+use providers::{Acknowledgement, Adapted};
 use serde_json::json;
 use tracing::{info, instrument, warn};
 
 use crate::Ingress;
 use crate::error::IngressError;
-use crate::provider::{Adapted, authenticate, precheck};
-use crate::source::Provider;
 
 #[instrument(name = "webhook", skip_all, fields(source = %source_name))]
 pub(crate) async fn receive(
@@ -68,11 +67,15 @@ async fn handle(
     // What can be checked before the body is read is checked first: a delivery without a
     // readable signature header, or with a stale timestamp, is refused without reading it.
     let now = chrono::Utc::now().timestamp();
-    precheck(source, headers, now)?;
+    source
+        .receiver
+        .precheck(headers, now)
+        .map_err(providers::Rejection::from)?;
     let reserve = declared.map_or(limit_bytes, |length| length as usize);
     let _budget = ingress.budget.reserve(reserve).ok_or(IngressError::Busy)?;
     let body = read_body(body, limit_bytes, ingress.body_read_timeout).await?;
-    let events = match authenticate(source, headers, &body, now)? {
+    let acknowledgement = source.receiver.acknowledgement();
+    let events = match source.receiver.receive(headers, &body, now)? {
         Adapted::Ignored(why) => {
             info!(
                 outcome = "ignored",
@@ -82,8 +85,8 @@ async fn handle(
             heard_from(&source.name);
             metrics::counter!("settle_deliveries_total", "source" => source.name.to_string(), "outcome" => "ignored", "reason" => why.as_str())
                 .increment(1);
-            if source.provider == Provider::Adyen {
-                return Ok(adyen_accepted());
+            if let Acknowledgement::Fixed { content_type, body } = acknowledgement {
+                return Ok(fixed(content_type, body));
             }
             return Ok(Json(json!({"status": "ignored", "reason": why.as_str()})).into_response());
         }
@@ -103,11 +106,10 @@ async fn handle(
             .increment(1);
     }
     heard_from(&source.name);
-    if source.provider == Provider::Adyen {
-        // Adyen's retry queue holds back every later notification behind one it keeps failing:
-        // once the delivery is durably kept (events or conflict rows), it is accepted, and a
-        // conflict surfaces on the ops side.
-        return Ok(adyen_accepted());
+    if let Acknowledgement::Fixed { content_type, body } = acknowledgement {
+        // The delivery is durably kept (events or conflict rows): a conflict surfaces on the
+        // ops side.
+        return Ok(fixed(content_type, body));
     }
     match outcomes.as_slice() {
         [Recorded::New(event_id)] => {
@@ -155,9 +157,9 @@ fn is_length_limit(error: &axum::Error) -> bool {
     false
 }
 
-/// The answer Adyen expects for a notification it may stop sending.
-fn adyen_accepted() -> Response {
-    ([(header::CONTENT_TYPE, "text/plain")], "[accepted]").into_response()
+/// The one answer of a provider that expects the same for every delivery kept.
+fn fixed(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 fn label(outcome: &Recorded) -> &'static str {

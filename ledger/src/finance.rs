@@ -79,9 +79,9 @@ pub struct EntryView {
     pub event_id: i64,
     pub reverses_entry_id: Option<i64>,
     pub reversed_by_entry_id: Option<i64>,
-    /// What the provider's API reported about the movement (Stripe: the balance transaction's
-    /// type, reporting category, net, exchange rate, available_on, source, fee parts); absent
-    /// for an entry posted from a webhook's own facts.
+    /// What the provider reported about the movement (its own description of the item of its
+    /// ledger: type or category, net, exchange rate, fee parts...); absent for an entry posted
+    /// from a webhook's own facts.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub details: Option<serde_json::Value>,
@@ -155,8 +155,9 @@ impl OpenReceivable {
     }
 }
 
-/// How many days a receivable may stay open before it is listed, unless asked otherwise: Adyen
-/// settles a capture within days (its settlement delay), so a week is late by any account.
+/// How many days a receivable may stay open before it is listed, unless asked otherwise: a
+/// provider settles a capture within days (its settlement delay), so a week is late by any
+/// account.
 pub const RECEIVABLE_DAYS: u32 = 7;
 
 /// The latest first effective date of a receivable open for at least `days` days today.

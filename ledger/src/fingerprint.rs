@@ -44,7 +44,7 @@ impl Fingerprint {
 
 impl Fingerprint {
     /// The fingerprint of what a webhook names when it only names the money (a
-    /// [`crate::stripe::Trigger`]): its canonical JSON, under its own domain.
+    /// [`crate::trigger::Trigger`]): its canonical JSON, under its own domain.
     pub fn of_trigger(label: &str, value: &serde_json::Value) -> Self {
         let mut canonical = Vec::with_capacity(256);
         write_canonical_json(value, &mut canonical);

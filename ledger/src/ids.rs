@@ -100,14 +100,14 @@ macro_rules! provider_id_type {
 }
 
 provider_id_type!(
-    /// The provider's identity of one event: Stripe `event.id`, Standard Webhooks `webhook-id`,
-    /// Adyen `eventCode:pspReference`. With the source it is the event's natural key.
+    /// The provider's identity of one event (its event id, a Standard Webhooks `webhook-id`, a
+    /// notification item's code and reference). With the source it is the event's natural key.
     ExternalId,
     "external id"
 );
 provider_id_type!(
     /// The provider's identity of the money movement an event describes (payout, refund,
-    /// dispute or charge id; Adyen pspReference+eventCode; the canonical `movement_id`).
+    /// dispute or charge id; the canonical `movement_id`).
     MovementId,
     "movement id"
 );
@@ -162,10 +162,10 @@ mod tests {
 
     #[test]
     fn source_names() {
-        for good in ["stripe", "adyen-eu", "s3", "std_1"] {
+        for good in ["cards", "bank-eu", "s3", "std_1"] {
             assert!(SourceName::parse(good).is_ok(), "{good}");
         }
-        for bad in ["", "Stripe", "-x", "_x", "a b", "a/b", "ä", &"x".repeat(65)] {
+        for bad in ["", "Cards", "-x", "_x", "a b", "a/b", "ä", &"x".repeat(65)] {
             assert!(SourceName::parse(bad).is_err(), "{bad}");
         }
     }

@@ -1,7 +1,6 @@
 //! settle's domain and its storage: money, settlement events and their fingerprints, what is
 //! recorded and how, and `store`, the only module that speaks SQL.
 
-pub mod adyen;
 pub mod error;
 pub mod event;
 pub mod finance;
@@ -12,19 +11,22 @@ pub mod job;
 pub mod minor_units;
 pub mod money;
 pub mod movement;
+pub mod post_error;
 pub mod posting;
 pub mod record;
+pub mod resolved;
 pub mod review;
 pub mod state;
 pub mod store;
-pub mod stripe;
+pub mod trigger;
 
 pub use error::StoreError;
 pub use event::{Amounts, EventParts, FactsError, Kind, SettlementEvent};
 pub use fingerprint::Fingerprint;
 pub use ids::{ConflictId, EventId, ExternalId, MovementId, PayoutId, Reference, SourceName};
-pub use job::{JobPayload, JobRef, POST_SETTLEMENT_QUEUE, PostError, PostSettlement};
+pub use job::{JobPayload, JobRef, POST_SETTLEMENT_QUEUE, PostSettlement};
 pub use money::{Amount, Currency, MoneyError};
+pub use post_error::{PostError, ProviderError};
 pub use posting::{Accounts, PostingRules};
 pub use record::{Content, EventStatus, InvalidFacts, NewEvent, Recorded};
 pub use store::{Store, StoreOptions};

@@ -35,8 +35,8 @@ pub enum MoneyError {
 pub struct Currency(iso_currency::Currency);
 
 impl Currency {
-    /// Parses an upper-case ISO 4217 code. Lower case is refused here; adapters whose provider
-    /// sends lower case (Stripe) upper-case it first, deliberately.
+    /// Parses an upper-case ISO 4217 code. Lower case is refused here; a provider whose API
+    /// sends lower case upper-cases it first, deliberately.
     pub fn parse(code: &str) -> Result<Self, MoneyError> {
         let unknown = || MoneyError::UnknownCurrency(code.chars().take(16).collect());
         if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_uppercase()) {

@@ -1,6 +1,6 @@
-//! Movements a provider's API reports (a Stripe balance transaction): what a job resolves an
-//! event to when the webhook only names the money. Each movement posts one entry, keyed by the
-//! movement alone, whichever event (or payout listing) reached it.
+//! Movements a provider reports (one item of its ledger: a balance transaction, a report line):
+//! what a job resolves an event to when the webhook only names the money. Each movement posts one
+//! entry, keyed by the movement alone, whichever event (or payout listing) reached it.
 
 use std::fmt;
 
@@ -11,7 +11,6 @@ use crate::event::Kind;
 use crate::fingerprint::{FieldHasher, Fingerprint};
 use crate::ids::{IdError, MovementId, PayoutId, Reference};
 use crate::money::{Amount, Currency};
-use crate::posting::EntryDraft;
 
 /// The account (by role) a movement's gross amount is booked against; the provider balance takes
 /// its net and the fee accounts its fees.
@@ -23,7 +22,7 @@ pub enum Counter {
     Fees,
     Bank,
     Adjustments,
-    /// What the provider owes for a sale it has captured and not yet settled (Adyen).
+    /// What the provider owes for a sale it has captured and not yet settled.
     Receivables,
 }
 
@@ -41,10 +40,14 @@ impl Counter {
     }
 }
 
-/// A provider's fee type (Stripe `fee_details[].type`: `stripe_fee`, `application_fee`, `tax`,
-/// `payment_method_passthrough_fee`): lower-case letters, digits and `_`.
+/// A provider's fee type (the provider's own name for a part of its fee: a processing fee, an
+/// application fee, a tax): lower-case letters, digits and `_`. The provider's own processing fee
+/// is booked to the source's fee account itself, every other type to a sub-account named by it.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub struct FeeType(String);
+pub struct FeeType {
+    name: String,
+    own: bool,
+}
 
 impl FeeType {
     pub fn parse(text: &str) -> Result<Self, IdError> {
@@ -53,20 +56,35 @@ impl FeeType {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if ok {
-            Ok(Self(text.to_owned()))
+            Ok(Self {
+                name: text.to_owned(),
+                own: false,
+            })
         } else {
             Err(IdError::ProviderId { what: "fee type" })
         }
     }
 
+    /// The provider's own processing fee, under its own name: booked to the fee account itself.
+    pub fn providers_own(text: &str) -> Result<Self, IdError> {
+        Self::parse(text).map(|fee_type| Self {
+            own: true,
+            ..fee_type
+        })
+    }
+
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.name
+    }
+
+    pub fn is_providers_own(&self) -> bool {
+        self.own
     }
 }
 
 impl fmt::Display for FeeType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.name)
     }
 }
 
@@ -103,13 +121,13 @@ pub enum MovementError {
 /// What a movement's fingerprint compares when its key is reached again.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Compared {
-    /// Every fact: the movement is only ever read from one document (a Stripe balance
-    /// transaction, an Adyen report line).
+    /// Every fact: the movement is only ever read from one document (one item of the
+    /// provider's ledger).
     #[default]
     Everything,
     /// Its key, id, category, currency and amounts, not its date or reference: a movement two
-    /// different documents both describe (an Adyen sale, from its `CAPTURE` notification or its
-    /// report's `Settled` line), each with its own time stamp.
+    /// different documents both describe (a sale, from its notification or from the settlement
+    /// report's line), each with its own time stamp.
     Money,
 }
 
@@ -133,9 +151,11 @@ pub struct MovementParts {
     pub payout_id: Option<PayoutId>,
     /// The object the movement belongs to (a charge, refund, dispute or payout id).
     pub reference: Option<Reference>,
-    /// What the provider reported, kept with the entry.
+    /// What the provider reported, kept with the entry. It carries `net` (what the movement did
+    /// to the provider balance, in major units, as text) and `currency`: a payout's
+    /// reconciliation sums them.
     pub details: Value,
-    /// The provider's own name for the movement's category (Stripe's `reporting_category`):
+    /// The provider's own name for the movement's category (its reporting category or record type):
     /// fingerprinted instead of the kind and counter settle maps it to, so a change of that
     /// mapping never makes a posted movement look different.
     pub provider_category: String,
@@ -144,7 +164,7 @@ pub struct MovementParts {
     /// the movement counts as posted and is not written again.
     pub legacy_source_key: Option<String>,
     /// What the counter account takes, in its own currency, when the provider converted the
-    /// gross (an Adyen line's gross in its gross currency): the entry goes through the FX
+    /// gross (a settlement line's gross in the shopper's currency): the entry goes through the FX
     /// clearing account. `None`: the counter takes `amount`.
     pub counter_amount: Option<(Amount, Currency)>,
     pub compared: Compared,
@@ -310,46 +330,6 @@ fn field(field: &'static str, detail: &str) -> MovementError {
     }
 }
 
-/// A movement with the entry the posting rules drafted for it.
-#[derive(Clone, Debug)]
-pub struct MovementEntry {
-    pub movement: Movement,
-    pub draft: EntryDraft,
-    /// Whether [`Resolved::payout`] paid it out. A sale whose receivable a settlement line
-    /// clears is not (it moves nothing on the provider balance; the line is).
-    pub paid_out: bool,
-}
-
-impl MovementEntry {
-    /// A movement's entry, paid out by its resolution's payout if it has one.
-    pub fn new(movement: Movement, draft: EntryDraft) -> Self {
-        Self {
-            movement,
-            draft,
-            paid_out: true,
-        }
-    }
-
-    /// A movement's entry that no payout pays out.
-    pub fn unpaid(movement: Movement, draft: EntryDraft) -> Self {
-        Self {
-            paid_out: false,
-            ..Self::new(movement, draft)
-        }
-    }
-}
-
-/// What a job resolved its event to: the entries to post (none when the event names no
-/// movement yet) and, for a payout's listing, the payout every one of them is tied to.
-#[derive(Clone, Debug, Default)]
-pub struct Resolved {
-    pub entries: Vec<MovementEntry>,
-    pub payout: Option<PayoutId>,
-    /// More of the event's movements follow in later postings (a report posted in chunks): these
-    /// are written and tied, and the event keeps waiting for its job.
-    pub partial: bool,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,7 +340,7 @@ mod tests {
 
     fn parts(amount: &str, fee: &str, fees: &[(&str, &str)], net: &str) -> MovementParts {
         MovementParts {
-            source_key: "stripe/balance_transaction/txn_1".into(),
+            source_key: "psp/movement/m_1".into(),
             id: MovementId::parse("txn_1").expect("id"),
             kind: Kind::ChargeSettled,
             counter: Counter::Sales,
@@ -388,7 +368,7 @@ mod tests {
 
     #[test]
     fn facts_must_add_up() {
-        let fees = [("stripe_fee", "2.90"), ("tax", "0.30")];
+        let fees = [("processing", "2.90"), ("tax", "0.30")];
         assert!(Movement::new(parts("100.00", "3.20", &fees, "96.80")).is_ok());
         assert!(matches!(
             Movement::new(parts("100.00", "3.20", &fees[..1], "96.80")),
@@ -399,7 +379,7 @@ mod tests {
             Err(MovementError::Net { .. })
         ));
         // A refund: negative amount, a refunded fee part.
-        let refund = parts("-10.00", "-0.30", &[("stripe_fee", "-0.30")], "-9.70");
+        let refund = parts("-10.00", "-0.30", &[("processing", "-0.30")], "-9.70");
         assert!(Movement::new(refund).is_ok());
     }
 

@@ -9,9 +9,9 @@ use serde::Deserialize;
 
 use crate::event::{Amounts, Kind, SettlementEvent};
 use crate::ids::SourceName;
-use crate::job::PostError;
 use crate::money::{Amount, Currency};
 use crate::movement::{Counter, FeeType, Movement};
+use crate::post_error::PostError;
 
 /// The accounts one source posts to. Every name may be configured; the defaults are those of
 /// README.md, From event to journal entry.
@@ -60,7 +60,7 @@ impl Accounts {
         }
     }
 
-    /// Every account namespaced by a connected account (`stripe:balance:acct_1`,
+    /// Every account namespaced by a connected account (`{source}:balance:acct_1`,
     /// `sales:acct_1`): a connected account's money is never booked to the platform's accounts.
     pub fn for_connected_account(&self, account: &str) -> Accounts {
         let namespaced = |name: &String| format!("{name}:{account}");
@@ -223,11 +223,11 @@ pub fn draft(source: &SourceName, event: &SettlementEvent, accounts: &Accounts) 
 /// | sales, refunds, disputes, bank, adjustments, receivables | that account of the source |
 /// | fees | the fee account (a provider fee posted as its own movement) |
 ///
-/// Fee parts: the provider's own fee (`stripe_fee`) goes to `fees`, any other part to
-/// `{fees}:{fee type}` (`fees:stripe:application_fee`, `fees:stripe:tax`).
+/// Fee parts: the provider's own processing fee ([`FeeType::providers_own`]) goes to `fees`, any
+/// other part to `{fees}:{fee type}` (`fees:{source}:application_fee`, `fees:{source}:tax`).
 ///
-/// A gross the provider converted (an Adyen line settled in another currency than the shopper
-/// paid in) goes through the FX clearing account: the counter takes the gross in its own
+/// A gross the provider converted (a settlement line in another currency than the shopper paid
+/// in) goes through the FX clearing account: the counter takes the gross in its own
 /// currency, `fx` the gross in that currency and the converted amount in the movement's, so each
 /// currency balances and `fx` keeps the conversion's difference.
 pub fn draft_movement(movement: &Movement, accounts: &Accounts) -> EntryDraft {
@@ -310,8 +310,7 @@ fn describe(movement: &Movement) -> String {
 
 /// The account of one fee part.
 pub fn fee_account(accounts: &Accounts, fee_type: &FeeType) -> String {
-    const PROVIDERS_OWN: &[&str] = &["stripe_fee"];
-    if PROVIDERS_OWN.contains(&fee_type.as_str()) {
+    if fee_type.is_providers_own() {
         accounts.fees.clone()
     } else {
         format!("{}:{fee_type}", accounts.fees)
@@ -578,14 +577,14 @@ mod tests {
 
     #[test]
     fn configured_accounts_replace_the_defaults() {
-        let source = SourceName::parse("stripe").expect("source");
+        let source = SourceName::parse("cards").expect("source");
         let overrides = AccountOverrides {
-            balance: Some("assets:stripe".into()),
+            balance: Some("assets:cards".into()),
             sales: Some("income:sales".into()),
             ..AccountOverrides::default()
         };
         let accounts = Accounts::with_overrides(&source, &overrides);
-        assert_eq!(accounts.fees, "fees:stripe");
+        assert_eq!(accounts.fees, "fees:cards");
         let event = event(
             Kind::ChargeSettled,
             "USD",
@@ -593,7 +592,7 @@ mod tests {
         );
         let entry = draft(&source, &event, &accounts);
         let accounts: Vec<&str> = entry.lines.iter().map(|l| l.account.as_str()).collect();
-        assert_eq!(accounts, ["assets:stripe", "fees:stripe", "income:sales"]);
+        assert_eq!(accounts, ["assets:cards", "fees:cards", "income:sales"]);
     }
 
     #[test]

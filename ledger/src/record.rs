@@ -4,7 +4,7 @@
 use crate::event::{FactsError, SettlementEvent};
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConflictId, EventId, ExternalId, SourceName};
-use crate::stripe::Trigger;
+use crate::trigger::Named;
 
 pub use crate::state::EventStatus;
 
@@ -13,7 +13,7 @@ pub use crate::state::EventStatus;
 pub struct NewEvent {
     pub source: SourceName,
     pub external_id: ExternalId,
-    /// This event's part of the delivery as received (the whole body, or one Adyen item).
+    /// This event's part of the delivery as received (the whole body, or one item of a batch).
     pub payload: String,
     pub content: Content,
 }
@@ -24,7 +24,7 @@ pub struct NewEvent {
 pub enum Content {
     Valid(SettlementEvent),
     Invalid(InvalidFacts),
-    Named(Trigger),
+    Named(Named),
 }
 
 /// Facts that failed validation. The event is still recorded (the provider must stop
@@ -43,7 +43,7 @@ impl NewEvent {
         match &self.content {
             Content::Valid(event) => event.fingerprint(),
             Content::Invalid(invalid) => invalid.fingerprint,
-            Content::Named(trigger) => trigger.fingerprint(),
+            Content::Named(named) => named.trigger.fingerprint(),
         }
     }
 }

@@ -236,7 +236,7 @@ pub struct DeadLetterDetail {
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct EventDetail {
     pub event: EventView,
-    pub erasure: Option<crate::store::PayloadErasure>,
+    pub erasure: Option<PayloadErasure>,
     pub attempts: Vec<AttemptView>,
     pub dead_letters: Vec<DeadLetterSummary>,
     pub conflicts: Vec<ConflictView>,
@@ -385,6 +385,19 @@ impl From<sqlx::Error> for DecisionError {
     fn from(error: sqlx::Error) -> Self {
         DecisionError::Store(error.into())
     }
+}
+
+/// An erasure as recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct PayloadErasure {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub reason: String,
+    /// `expiry` (retention ran out) or `request` (a person erased it).
+    pub scope: String,
+    pub source: Option<String>,
+    pub received_before: Option<DateTime<Utc>>,
 }
 
 #[cfg(test)]

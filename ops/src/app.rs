@@ -320,7 +320,7 @@ async fn build_workers(config: &Config, store: &Store) -> anyhow::Result<Workers
     Ok(Workers::new(
         worker_store,
         config.posting_rules(),
-        config.provider_apis()?,
+        config.resolvers()?,
         config.workers.clone(),
     )?
     .with_retention(

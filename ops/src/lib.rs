@@ -10,13 +10,10 @@ pub mod cli;
 pub mod config;
 pub mod dashboard;
 pub mod export;
-pub mod fake_adyen;
-pub mod fake_stripe;
 mod health;
 pub mod loadgen;
 mod request_id;
 pub mod server;
-pub mod sign;
 pub mod telemetry;
 mod verify;
 

@@ -11,22 +11,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde::Serialize;
-use serde_json::json;
-
-use crate::sign;
 
 /// The most events one run may create (a duration run at full speed stops here).
 const EVENTS_MAX: usize = 10_000_000;
 /// A delivery without an answer by then counts as unanswered (and is sent again if asked).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Which provider's signing and payloads to use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LoadProvider {
-    Standard,
-    Stripe,
-    Adyen,
-}
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct LoadOptions {
@@ -37,9 +26,10 @@ pub struct LoadOptions {
     #[arg(long, default_value = "std")]
     pub source: String,
     /// How deliveries are shaped and signed: the source's provider.
-    #[arg(long, value_enum, default_value = "standard")]
-    pub provider: LoadProvider,
-    /// The source's signing secret (`whsec_...`, or the Adyen HMAC key in hex).
+    #[arg(long, default_value = "standard", value_parser = clap::builder::PossibleValuesParser::new(providers::names()))]
+    pub provider: String,
+    /// The source's signing secret, as the provider gives it (a `whsec_...`, an HMAC key in
+    /// hex).
     #[arg(long, env = "LOADGEN_SECRET")]
     pub secret: String,
     /// Concurrent senders.
@@ -126,13 +116,12 @@ impl LoadReport {
         self.answers.get(key).copied().unwrap_or(0)
     }
 
-    /// The event number of an external id of this run (`{prefix}-{n}`, Adyen's with its code).
+    /// The event number of an external id of this run (`{prefix}-{n}`, within whatever the
+    /// provider makes of it).
     pub fn event_number(&self, external_id: &str) -> Option<usize> {
-        let id = external_id.strip_prefix("CAPTURE:").unwrap_or(external_id);
-        id.strip_prefix(self.prefix.as_str())?
-            .strip_prefix('-')?
-            .parse()
-            .ok()
+        let marker = format!("{}-", self.prefix);
+        let at = external_id.rfind(&marker)?;
+        external_id[at + marker.len()..].parse().ok()
     }
 }
 
@@ -148,6 +137,8 @@ struct Tally {
 
 struct Shared {
     options: LoadOptions,
+    /// The provider whose deliveries are sent.
+    provider: &'static dyn providers::Provider,
     prefix: String,
     http: reqwest::Client,
     started: Instant,
@@ -211,8 +202,10 @@ pub async fn run(options: LoadOptions) -> anyhow::Result<LoadReport> {
         .prefix
         .clone()
         .unwrap_or_else(|| format!("lg{}", ulid::Ulid::generate().to_string().to_lowercase()));
+    let provider = provider_of(&options)?;
     let started = Instant::now();
     let shared = Arc::new(Shared {
+        provider,
         http: reqwest::Client::builder()
             .pool_max_idle_per_host(options.concurrency * 2)
             .timeout(REQUEST_TIMEOUT)
@@ -359,61 +352,20 @@ fn pop(shared: &Shared) -> Option<Delivery> {
     Some(delivery)
 }
 
-/// A delivery's path, headers and body, signed now.
-fn signed(shared: &Shared, delivery: Delivery) -> (Vec<(String, String)>, String) {
+/// A delivery's headers and body, signed now by its provider's way.
+fn signed(shared: &Shared, delivery: Delivery) -> providers::Sample {
     let o = &shared.options;
     let id = format!("{}-{}", shared.prefix, delivery.event);
     let cents =
         1_000 + (delivery.event % 9_000) as i64 + i64::from(delivery.variant == Variant::Conflict);
-    match o.provider {
-        LoadProvider::Standard => {
-            let gross = cents;
-            let fee = gross * 3 / 100;
-            let body = json!({"type": "settlement.charge_settled", "timestamp": "2026-11-30T12:00:00Z",
-                "data": {"movement_id": format!("ch_{id}"), "occurred_at": "2026-11-30T11:59:00Z", "currency": "USD",
-                         "gross": minor(gross), "fee": minor(fee), "net": minor(gross - fee), "reference": id}})
-            .to_string();
-            let headers = sign::standard_headers(&o.secret, &id, sign::now(), body.as_bytes());
-            (headers, body)
-        }
-        LoadProvider::Stripe => {
-            let body = stripe_charge_succeeded(&id, delivery.variant == Variant::Conflict);
-            let body = body.to_string();
-            let header = sign::stripe_header(&o.secret, sign::now(), body.as_bytes());
-            (vec![("stripe-signature".to_owned(), header)], body)
-        }
-        LoadProvider::Adyen => {
-            let item = sign::adyen_item("CAPTURE", &id, cents, "EUR", "true");
-            (vec![], sign::adyen_notification(&o.secret, &[item]))
-        }
-    }
-}
-
-/// A test-mode `charge.succeeded` in the shape Stripe sends (`fixtures/stripe`): the charge names
-/// its balance transaction `txn_<id>` by id, which a fake Stripe API synthesizes
-/// ([`crate::fake_stripe::synthetic_charge`]). A conflict names another one under the same
-/// event id.
-fn stripe_charge_succeeded(id: &str, conflict: bool) -> serde_json::Value {
-    let transaction = match conflict {
-        false => format!("txn_{id}"),
-        true => format!("txn_{id}_other"),
-    };
-    let amount = crate::fake_stripe::synthetic_charge_amount(&transaction);
-    let mut charge = crate::fake_stripe::fixture("charge");
-    charge["id"] = json!(format!("ch_{id}"));
-    charge["balance_transaction"] = json!(transaction);
-    charge["amount"] = json!(amount);
-    charge["amount_captured"] = json!(amount);
-    let mut event = crate::fake_stripe::fixture("event");
-    event["id"] = json!(id);
-    event["type"] = json!("charge.succeeded");
-    event["data"]["object"] = charge;
-    event
+    shared
+        .provider
+        .sample(&o.secret, &id, cents, delivery.variant == Variant::Conflict)
 }
 
 async fn send(shared: &Shared, delivery: Delivery, due: Option<Instant>) {
     let o = &shared.options;
-    let (headers, body) = signed(shared, delivery);
+    let providers::Sample { headers, body } = signed(shared, delivery);
     let mut request = shared
         .http
         .post(format!("{}/webhooks/{}", o.url, o.source))
@@ -453,7 +405,8 @@ async fn send(shared: &Shared, delivery: Delivery, due: Option<Instant>) {
                 tally.acknowledged_at[delivery.event] = Some(answered);
             }
             if delivery.variant == Variant::Conflict {
-                // Adyen answers a kept conflict `[accepted]`.
+                // A provider answering every kept delivery the same way answers a kept
+                // conflict 2xx.
                 tally.conflicted.insert(delivery.event);
             }
             drop(tally);
@@ -486,8 +439,15 @@ fn follow_up(shared: &Shared, event: usize) {
     }
 }
 
-fn minor(cents: i64) -> String {
-    format!("{}.{:02}", cents / 100, cents % 100)
+/// The provider `--provider` names.
+fn provider_of(options: &LoadOptions) -> anyhow::Result<&'static dyn providers::Provider> {
+    providers::find(&options.provider).with_context(|| {
+        format!(
+            "unknown provider {:?}; settle knows: {}",
+            options.provider,
+            providers::names().join(", ")
+        )
+    })
 }
 
 /// Checks the store against the run: every event of the run acknowledged and stored exactly
@@ -497,10 +457,7 @@ pub async fn verify(
     options: &LoadOptions,
     report: &LoadReport,
 ) -> anyhow::Result<()> {
-    let prefix = match options.provider {
-        LoadProvider::Adyen => format!("CAPTURE:{}-", report.prefix),
-        _ => format!("{}-", report.prefix),
-    };
+    let prefix = provider_of(options)?.sample_external_id(&format!("{}-", report.prefix));
     let stored = store.load_run_counts(&options.source, &prefix).await?;
     if report.acknowledged_events != report.events {
         bail!(

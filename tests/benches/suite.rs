@@ -22,7 +22,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ops::loadgen::{LoadOptions, LoadProvider};
+use ops::loadgen::LoadOptions;
 use serde_json::{Value, json};
 use tests::TestDb;
 use tests::app::{AppOptions, STANDARD_SECRET, config_toml};
@@ -36,7 +36,7 @@ fn load(url: &str, concurrency: usize, count: usize, rate: u32) -> LoadOptions {
     LoadOptions {
         url: url.to_owned(),
         source: "std".into(),
-        provider: LoadProvider::Standard,
+        provider: "standard".into(),
         secret: STANDARD_SECRET.into(),
         concurrency,
         rate,
@@ -725,7 +725,7 @@ async fn stripe_drain(latency: Duration, events: usize) -> (i64, u64, bool) {
     let (ingress, base) = ingress_process(&scratch, &config, &db.url).await;
     let report = ops::loadgen::run(LoadOptions {
         source: "stripe".into(),
-        provider: LoadProvider::Stripe,
+        provider: "stripe".into(),
         secret: tests::app::STRIPE_SECRET.into(),
         ..load(&base, 32, events, 0)
     })
@@ -812,7 +812,7 @@ async fn part_adyen(results: &mut serde_json::Map<String, Value>) {
     let (_ingress, base) = ingress_process(&scratch, &config, &db.url).await;
     let worker = spawn_settle(&scratch, "worker", &config, &db.url, &["worker"], &[]);
     let started = Instant::now();
-    let body = ops::sign::adyen_notification(
+    let body = providers::adyen::sign::notification(
         tests::app::ADYEN_KEY,
         &[tests::adyen::report_available(
             file,

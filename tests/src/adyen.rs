@@ -1,11 +1,11 @@
-//! Adyen for the tests: the fake report download server (`ops::fake_adyen`) with the report user
+//! Adyen for the tests: the fake report download server (`providers::adyen::fake`) with the report user
 //! the test sources are configured with, the settlement details reports of `fixtures/adyen` (see
 //! its SOURCES.md) or a test's own, and `REPORT_AVAILABLE` notifications in Adyen's published
 //! shape.
 
 use serde_json::{Value, json};
 
-pub use ops::fake_adyen::{FakeReports, Fault};
+pub use providers::adyen::fake::{FakeReports, Fault};
 
 /// The report user and password the test sources download with.
 pub const REPORT_USER: &str = "report@Company.SettleCo";

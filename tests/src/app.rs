@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 
 use std::sync::Arc;
 
-use ops::fake_stripe::FakeStripe;
 use ops::{App, Config, Role};
+use providers::stripe::fake::FakeStripe;
 use sqlx::{PgPool, SqlitePool};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

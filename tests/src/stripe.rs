@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use ops::fake_stripe::fixture;
+use providers::stripe::fake::fixture;
 
 /// A test-mode webhook event of `event_type` about `object`.
 pub fn event(id: &str, event_type: &str, object: Value) -> String {

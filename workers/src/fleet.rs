@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::chaos::Chaos;
-use crate::provider::ProviderApis;
+use crate::resolvers::Resolvers;
 use crate::runner::Runner;
 use crate::settings::WorkerSettings;
 use crate::wake::NotifyOrTick;
@@ -52,7 +52,7 @@ pub struct Workers {
     store: Store,
     settings: WorkerSettings,
     runner: Arc<Runner>,
-    apis: ProviderApis,
+    resolvers: Resolvers,
     health: WorkerHealth,
     /// Expires payloads by this policy this often (none: payloads are never expired here).
     retention: Option<(RetentionPolicy, Duration)>,
@@ -76,14 +76,14 @@ impl Workers {
     pub fn new(
         store: Store,
         rules: PostingRules,
-        apis: ProviderApis,
+        resolvers: Resolvers,
         settings: WorkerSettings,
     ) -> Result<Self, WorkersError> {
         settings.validate().map_err(WorkersError::Settings)?;
         let runner = Arc::new(Runner::new(
             store.clone(),
             rules,
-            apis.clone(),
+            resolvers.clone(),
             &settings,
             Chaos::from_env(),
         ));
@@ -91,7 +91,7 @@ impl Workers {
             store,
             settings,
             runner,
-            apis,
+            resolvers,
             health: WorkerHealth::default(),
             retention: None,
         })
@@ -126,10 +126,10 @@ impl Workers {
                 shutdown.clone(),
             ));
         }
-        if !self.apis.is_empty() {
+        if self.resolvers.budgets().next().is_some() {
             tokio::spawn(budget_loop(
                 self.store.clone(),
-                self.apis.clone(),
+                self.resolvers.clone(),
                 self.settings.clone(),
                 shutdown.clone(),
             ));
@@ -338,7 +338,7 @@ async fn prune_loop(
 /// processes alive (seen within the rescue window) split each source's requests per second.
 async fn budget_loop(
     store: Store,
-    apis: ProviderApis,
+    resolvers: Resolvers,
     settings: WorkerSettings,
     shutdown: CancellationToken,
 ) {
@@ -351,7 +351,7 @@ async fn budget_loop(
             _ = shutdown.cancelled() => return,
         }
         match store.live_workers(window).await {
-            Ok(workers) => apis
+            Ok(workers) => resolvers
                 .budgets()
                 .for_each(|budget| budget.set_workers(workers)),
             Err(error) => warn!(%error, "counting the fleet's workers failed; budgets unchanged"),

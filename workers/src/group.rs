@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use ledger::group::Grouper;
 use ledger::job::{AttemptStart, JobRef, Posted, Work};
-use ledger::movement::Resolved;
+use ledger::resolved::Resolved;
 use ledger::store::ResolvedPost;
 use ledger::{EventId, PostError, PostingRules, Store, StoreError};
 use tracing::warn;
@@ -23,7 +23,7 @@ type Post = (JobRef, u32);
 type PostResolved = (JobRef, u32, Arc<Resolved>);
 
 /// The groupers of one worker process: attempt starts, reads of what each event needs, and the
-/// two kinds of posting (an event's own facts; movements resolved through a provider's API).
+/// two kinds of posting (an event's own facts; movements resolved through a provider).
 #[derive(Debug)]
 pub(crate) struct GroupCommit {
     starts: Grouper<Start, Result<AttemptStart, StoreError>>,

@@ -11,15 +11,12 @@
 pub mod chaos;
 mod fleet;
 mod group;
-pub mod provider;
+mod resolvers;
 pub mod retry;
 mod runner;
 mod settings;
 mod wake;
 
 pub use fleet::{WorkerHealth, Workers, WorkersError};
-pub use provider::{
-    ADYEN_REPORT_HOSTS, AdyenReportSettings, ApiKey, ProviderApis, ReportAuth, ReportHost,
-    StripeApiSettings,
-};
+pub use resolvers::Resolvers;
 pub use settings::WorkerSettings;

@@ -15,12 +15,12 @@ use tracing::{debug, error, info, warn};
 
 use crate::chaos::Chaos;
 use crate::group::GroupCommit;
-use crate::provider::ProviderApis;
-use crate::provider::report::post_report;
-use crate::provider::resolve::{resolve, resolve_sale};
+use crate::resolvers::{Resolvers, post_chunks};
 use crate::retry::RetryPolicy;
 use crate::settings::WorkerSettings;
-use ledger::stripe::Trigger;
+use ledger::trigger::Trigger;
+use ledger::{ProviderError, SourceName};
+use providers::Resolution;
 
 /// After a store failure, the job is given back to the queue due this much later (so a flapping
 /// database is not hammered by immediate refetches); giving it back is tried again with this
@@ -43,9 +43,9 @@ pub(crate) struct Runner {
     lock_timeout_ms: u64,
     policy: RetryPolicy,
     chaos: Chaos,
-    /// The provider APIs of the sources whose webhooks only name the money; empty when none is
+    /// The resolvers of the sources whose webhooks only name the money; empty when none is
     /// configured (then no job reads its event before posting).
-    apis: ProviderApis,
+    resolvers: Resolvers,
     rules: PostingRules,
 }
 
@@ -84,7 +84,7 @@ impl Runner {
     pub(crate) fn new(
         store: Store,
         rules: PostingRules,
-        apis: ProviderApis,
+        resolvers: Resolvers,
         settings: &WorkerSettings,
         chaos: Chaos,
     ) -> Self {
@@ -107,7 +107,7 @@ impl Runner {
                 max_ms: settings.backoff_max_ms,
             },
             chaos,
-            apis,
+            resolvers,
             rules,
         }
     }
@@ -170,30 +170,51 @@ impl Runner {
                 Err(error) => return error.into(),
             };
         }
-        let attempt = match start {
+        let attempt = match self.started(start, job, worker).await {
+            Ok(attempt) => attempt,
+            Err(finish) => return finish,
+        };
+        let work = match self.resolvers.is_empty() {
+            true => Work::Post,
+            false => match self.group.work(job).await {
+                Ok(work) => work,
+                Err(error) => return error.into(),
+            },
+        };
+        let posting = self.work(job, attempt, work).await;
+        self.finish(job, worker, attempt, posting).await
+    }
+
+    /// The attempt number when the start says to run; otherwise how this run ends (what the
+    /// start decided is written already, but for handing a job back).
+    async fn started(
+        &self,
+        start: AttemptStart,
+        job: &JobRef,
+        worker: &str,
+    ) -> Result<u32, Finish> {
+        match start {
             AttemptStart::Run { attempt } => {
                 metrics::counter!("settle_job_attempts_started_total").increment(1);
-                attempt
+                Ok(attempt)
             }
             AttemptStart::NothingToDo => {
                 debug!(job_id = %job.job_id, event_id = %job.event_id, "event already settled");
                 count("nothing_to_do");
-                return Finish::Done;
+                Err(Finish::Done)
             }
-            AttemptStart::Suspect => {
-                return Finish::from(StoreError::Corrupt(
-                    "a start made alone answered suspect".into(),
-                ));
-            }
+            AttemptStart::Suspect => Err(Finish::from(StoreError::Corrupt(
+                "a start made alone answered suspect".into(),
+            ))),
             AttemptStart::Stray => {
                 error!(job_id = %job.job_id, event_id = %job.event_id, "job names no event; killed");
                 count("stray");
-                return Finish::Kill("job names no event");
+                Err(Finish::Kill("job names no event"))
             }
             AttemptStart::Exhausted => {
                 warn!(job_id = %job.job_id, event_id = %job.event_id, "attempts exhausted; dead-lettered");
                 count("exhausted");
-                return Finish::Kill("attempts exhausted");
+                Err(Finish::Kill("attempts exhausted"))
             }
             AttemptStart::Paused => {
                 debug!(job_id = %job.job_id, event_id = %job.event_id, "source paused; handed back");
@@ -202,73 +223,71 @@ impl Runner {
                     .retry_later(&job.job_id, worker, PAUSED_RECHECK_MS)
                     .await
                 {
-                    return error.into();
+                    return Err(error.into());
                 }
                 count("paused");
-                return Finish::HandBack(Handback::Paused(PAUSED_RECHECK_MS));
+                Err(Finish::HandBack(Handback::Paused(PAUSED_RECHECK_MS)))
             }
             AttemptStart::Rescued { attempts } => {
                 let delay_ms = self.policy.delay_ms(attempts);
                 warn!(job_id = %job.job_id, event_id = %job.event_id, attempts, delay_ms, "rescued after a worker died");
                 if let Err(error) = self.store.retry_later(&job.job_id, worker, delay_ms).await {
-                    return error.into();
+                    return Err(error.into());
                 }
                 count("rescued");
                 metrics::counter!("settle_job_rescues_total").increment(1);
-                return Finish::HandBack(Handback::Rescued(delay_ms));
+                Err(Finish::HandBack(Handback::Rescued(delay_ms)))
             }
-        };
-        let work = match self.apis.is_empty() {
-            true => Work::Post,
-            false => match self.group.work(job).await {
-                Ok(work) => work,
-                Err(error) => return error.into(),
-            },
-        };
-        let posting = match work {
+        }
+    }
+
+    /// Posts the job's event: its own facts, or what its trigger resolves to through its
+    /// source's provider.
+    async fn work(&self, job: &JobRef, attempt: u32, work: Work) -> Result<Posted, PostError> {
+        let (source, trigger) = match work {
             Work::Post => {
                 self.chaos.before_posting(&self.store, job.event_id).await;
-                self.group.post(job, attempt).await
+                return self.group.post(job, attempt).await;
             }
-            Work::Unreadable(detail) => Err(PostError::CorruptEvent(detail)),
-            Work::Resolve {
-                source,
-                trigger: Trigger::AdyenReport(report),
-            } => {
-                self.chaos.before_posting(&self.store, job.event_id).await;
-                post_report(
-                    &self.apis,
-                    &self.rules,
-                    &self.store,
-                    &source,
-                    &report,
-                    job,
-                    attempt,
-                    self.lock_timeout_ms,
-                )
-                .await
-            }
-            Work::Resolve {
-                source,
-                trigger: Trigger::AdyenSale(sale),
-            } => match resolve_sale(&self.rules, &source, &sale) {
-                Ok(resolved) => {
-                    self.chaos.before_posting(&self.store, job.event_id).await;
-                    self.group.post_resolved(job, attempt, resolved).await
-                }
-                Err(error) => Err(error),
-            },
-            Work::Resolve {
-                source,
-                trigger: Trigger::Stripe(trigger),
-            } => match resolve(&self.apis, &self.rules, &source, &trigger).await {
-                Ok(resolved) => {
-                    self.chaos.before_posting(&self.store, job.event_id).await;
-                    self.group.post_resolved(job, attempt, resolved).await
-                }
-                Err(error) => Err(error),
-            },
+            Work::Unreadable(detail) => return Err(PostError::CorruptEvent(detail)),
+            Work::Resolve { source, trigger } => (source, trigger),
         };
+        match self.resolve(&source, &trigger).await? {
+            Resolution::Whole(resolved) => {
+                self.chaos.before_posting(&self.store, job.event_id).await;
+                self.group.post_resolved(job, attempt, resolved).await
+            }
+            Resolution::Chunked(chunks) => {
+                self.chaos.before_posting(&self.store, job.event_id).await;
+                post_chunks(&self.store, chunks, job, attempt, self.lock_timeout_ms).await
+            }
+        }
+    }
+
+    /// What `trigger` names, fetched by its source's provider and drafted to the source's
+    /// accounts.
+    async fn resolve(
+        &self,
+        source: &SourceName,
+        trigger: &Trigger,
+    ) -> Result<Resolution, PostError> {
+        let resolver = self
+            .resolvers
+            .get(source)
+            .ok_or_else(|| ProviderError::NotConfigured(source.to_string()))?;
+        resolver
+            .resolve(trigger, &self.rules.accounts(source))
+            .await
+    }
+
+    /// Counts a posting, or has the retry policy decide what a failure means and records it.
+    async fn finish(
+        &self,
+        job: &JobRef,
+        worker: &str,
+        attempt: u32,
+        posting: Result<Posted, PostError>,
+    ) -> Finish {
         let error = match posting {
             Ok(posted) => {
                 let outcome = match posted {

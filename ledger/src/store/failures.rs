@@ -4,7 +4,8 @@
 //! job killed.
 
 use crate::ids::EventId;
-use crate::job::{AttemptOutcome, ErrorClass, FailureDecision, JobRef, PostError};
+use crate::job::{AttemptOutcome, ErrorClass, FailureDecision, JobRef};
+use crate::post_error::PostError;
 use crate::record::EventStatus;
 use crate::store::StoreError;
 use crate::store::backend::Backend;

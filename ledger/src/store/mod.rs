@@ -33,7 +33,8 @@ use crate::finance::{
     PayoutSummary, Reconciliation,
 };
 use crate::ids::EventId;
-use crate::job::{AttemptStart, FailureDecision, JobRef, PostError, Posted, Work};
+use crate::job::{AttemptStart, FailureDecision, JobRef, Posted, Work};
+use crate::post_error::PostError;
 use crate::posting::PostingRules;
 use crate::record::{Content, NewEvent, Recorded};
 use crate::review::{
@@ -352,7 +353,7 @@ impl Store {
         Ok(events
             .iter()
             .map(|id| match facts.get(&id.get()) {
-                Some((source, Some(facts))) => match crate::stripe::Trigger::from_stored(facts) {
+                Some((source, Some(facts))) => match crate::trigger::Trigger::from_stored(facts) {
                     Some(Ok(trigger)) => match crate::ids::SourceName::parse(source) {
                         Ok(source) => Work::Resolve { source, trigger },
                         Err(error) => Work::Unreadable(error.to_string()),
@@ -761,10 +762,10 @@ fn content_columns(
             None,
             Some(invalid.error.to_string()),
         ),
-        Content::Named(trigger) => (
-            Some(trigger.kind()),
-            Some(trigger.object()),
-            Some(trigger.to_stored()),
+        Content::Named(named) => (
+            Some(named.kind.as_str()),
+            Some(named.object.as_str()),
+            Some(named.trigger.to_stored()),
             None,
         ),
     }

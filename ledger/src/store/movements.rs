@@ -7,10 +7,11 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::job::{JobRef, PostError, Posted};
-use crate::movement::{MovementEntry, Resolved};
+use crate::job::{JobRef, Posted};
+use crate::post_error::PostError;
 use crate::record::EventStatus;
-use crate::stripe::Trigger;
+use crate::resolved::{MovementEntry, Resolved};
+use crate::trigger::Trigger;
 
 /// Another transaction posted (or tied) one of a group's movements while it ran: the group is
 /// not kept, and its jobs are posted again, where the other transaction's facts are compared

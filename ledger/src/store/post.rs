@@ -9,10 +9,11 @@ use std::collections::HashMap;
 use tracing::debug;
 
 use crate::event::Kind;
-use crate::job::{AttemptOutcome, JobRef, PostError, Posted};
-use crate::movement::MovementEntry;
+use crate::job::{AttemptOutcome, JobRef, Posted};
+use crate::post_error::PostError;
 use crate::posting::{self, Line, PostingRules};
 use crate::record::EventStatus;
+use crate::resolved::MovementEntry;
 use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::failures::FailureRows;

@@ -4,7 +4,8 @@
 
 use crate::event::SettlementEvent;
 use crate::ids::SourceName;
-use crate::job::{JobRef, PostError, ProviderError};
+use crate::job::JobRef;
+use crate::post_error::{PostError, ProviderError};
 use crate::posting::{self, EntryDraft, PostingRules};
 use crate::record::EventStatus;
 
@@ -63,7 +64,7 @@ pub(super) fn prepare(job: &JobRef, row: &EventRow, rules: &PostingRules) -> Pre
             row.id
         )));
     };
-    if crate::stripe::Trigger::from_stored(facts).is_some() {
+    if crate::trigger::Trigger::from_stored(facts).is_some() {
         // Its movements are fetched from the provider first (Store::post_resolved).
         return Prepared::Refused(PostError::Provider(ProviderError::NotConfigured(
             row.source.clone(),

@@ -73,18 +73,7 @@ pub struct PruneLine {
     pub erasure_id: Option<i64>,
 }
 
-/// An erasure as recorded.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct PayloadErasure {
-    pub id: i64,
-    pub at: DateTime<Utc>,
-    pub actor: String,
-    pub reason: String,
-    /// `expiry` (retention ran out) or `request` (a person erased it).
-    pub scope: String,
-    pub source: Option<String>,
-    pub received_before: Option<DateTime<Utc>>,
-}
+pub use crate::review::PayloadErasure;
 
 /// Defines `prune_rule`, `erase_payload` and `payload_erasure` on `$store` (with `pool` and the
 /// backend's writing transaction) over `$db`.
@@ -360,18 +349,18 @@ mod rules {
         let policy = RetentionPolicy {
             default_days: Some(90),
             sources: vec![
-                ("stripe".into(), Some(30)),
-                ("adyen".into(), None),
+                ("cards".into(), Some(30)),
+                ("bank-eu".into(), None),
                 ("standard".into(), Some(90)),
             ],
         };
         let rules = policy.rules(now);
         assert_eq!(rules.len(), 3, "{rules:?}");
-        assert_eq!(rules[0].source.as_deref(), Some("stripe"));
+        assert_eq!(rules[0].source.as_deref(), Some("cards"));
         assert_eq!(rules[0].received_before, now - Duration::days(30));
         assert_eq!(rules[1].source.as_deref(), Some("standard"));
         assert_eq!(rules[2].source, None);
-        assert_eq!(rules[2].except, ["stripe", "adyen", "standard"]);
+        assert_eq!(rules[2].except, ["cards", "bank-eu", "standard"]);
         assert_eq!(rules[2].received_before, now - Duration::days(90));
         let forever = RetentionPolicy {
             default_days: None,

@@ -202,8 +202,9 @@ pub(super) struct ReceivablePage {
     items: Vec<OpenReceivable>,
 }
 
-/// Receivables never cleared: sales captured (an Adyen `CAPTURE`) that no settlement line has
-/// settled after `days` days, or settled for another amount, per capture and currency.
+/// Receivables never cleared: sales captured (booked from their capture notification) that no
+/// settlement line has settled after `days` days, or settled for another amount, per capture and
+/// currency.
 #[utoipa::path(get, path = "/api/receivables", tag = "finance", params(ReceivableParams),
     responses((status = 200, body = ReceivablePage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)), security(("bearer" = [])))]
 pub(super) async fn receivables(

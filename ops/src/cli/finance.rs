@@ -178,8 +178,9 @@ pub enum ReconcileCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Receivables never cleared: sales captured (Adyen `CAPTURE`) that no settlement line has
-    /// settled after DAYS days, or settled for another amount. Exits 1 when there are any.
+    /// Receivables never cleared: sales captured (booked from their capture notification) that no
+    /// settlement line has settled after DAYS days, or settled for another amount. Exits 1 when
+    /// there are any.
     Receivables {
         /// Only those open for at least this many days.
         #[arg(long, default_value_t = ledger::finance::RECEIVABLE_DAYS)]

@@ -122,7 +122,7 @@ pub enum Command {
     /// Find events: by source, external id (or its prefix), kind, status, movement, reference,
     /// payout, received time or dead-letter class/code, newest first.
     #[command(after_help = "Examples:\n  \
-        settle events search --source stripe --external-id-prefix evt_1Q\n  \
+        settle events search --source cards --external-id-prefix evt_1Q\n  \
         settle events search --reference order-42\n  \
         settle events search --error-code provider_auth --received-from 2026-12-01T00:00:00Z")]
     Events {
@@ -149,8 +149,8 @@ pub enum Command {
     /// and acknowledged, nothing of it posts) or resume it (its waiting events drain).
     #[command(after_help = "Examples:\n  \
         settle sources list\n  \
-        settle sources pause stripe --reason \"Stripe incident INC-42\"\n  \
-        settle sources resume stripe --reason \"incident over\"")]
+        settle sources pause cards --reason \"provider incident INC-42\"\n  \
+        settle sources resume cards --reason \"incident over\"")]
     Sources {
         #[command(subcommand)]
         command: review::SourceCommand,
@@ -437,8 +437,8 @@ async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<
 }
 
 /// `settle config check`: the file and the environment validated as `serve` would (unknown
-/// `SETTLE_*` variables refused, Stripe keys present), then the resolved configuration printed
-/// with every secret redacted.
+/// `SETTLE_*` variables refused, provider credentials present), then the resolved configuration
+/// printed with every secret redacted.
 fn config_check(file: Option<&Path>) -> anyhow::Result<()> {
     let loaded = Config::load(file)?;
     let origin = match &loaded.file {
@@ -446,7 +446,7 @@ fn config_check(file: Option<&Path>) -> anyhow::Result<()> {
         None => "defaults and the environment, no file".to_owned(),
     };
     let config = loaded.strict()?;
-    config.provider_apis()?;
+    config.resolvers()?;
     print!(
         "# settle's configuration as resolved from {origin}; secrets redacted\n{}",
         config.to_redacted_toml()?

@@ -42,7 +42,7 @@ pub fn explain(error: figment::Error, file: Option<(&Path, &str)>) -> anyhow::Er
             let what = match &error.kind {
                 Kind::UnknownField(field, expected) => {
                     let mut what = format!("unknown key `{key}`");
-                    if let Some(close) = closest(field, expected) {
+                    if let Some(close) = closest(field, expected.iter().copied()) {
                         what.push_str(&format!(" (did you mean `{close}`?)"));
                     } else if !expected.is_empty() {
                         what.push_str(&format!(" (expected one of: {})", expected.join(", ")));
@@ -75,13 +75,43 @@ fn env_name(path: &[String], prefixed: bool) -> String {
     }
 }
 
-fn closest(field: &str, expected: &[&str]) -> Option<String> {
-    expected
-        .iter()
+/// The candidate most like `field`, if one is close enough to be a likely misspelling.
+pub(super) fn closest<'a>(
+    field: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    candidates
+        .into_iter()
         .map(|candidate| (strsim::jaro_winkler(field, candidate), candidate))
         .filter(|(score, _)| *score >= 0.85)
         .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, candidate)| (*candidate).to_owned())
+        .map(|(_, candidate)| candidate.to_owned())
+}
+
+/// A validation error with where it is, when it is about a source's key in the file: the file
+/// and the key's line (the source table's, for a key it does not set).
+pub fn locate(error: anyhow::Error, file: Option<(&Path, &str)>) -> anyhow::Error {
+    let Some(refused) = error.downcast_ref::<super::SourceConfigError>() else {
+        return error;
+    };
+    let place = match file {
+        None => String::new(),
+        Some((path, text)) => {
+            let line = toml_edit::ImDocument::parse(text)
+                .ok()
+                .and_then(|document| {
+                    let table = ["sources".to_owned(), refused.index.to_string()];
+                    let key = refused.key.iter().cloned();
+                    let path: Vec<String> = table.iter().cloned().chain(key).collect();
+                    line_of(&document, text, &path).or_else(|| line_of(&document, text, &table))
+                });
+            match line {
+                Some(line) => format!("{} line {line}: ", path.display()),
+                None => format!("{}: ", path.display()),
+            }
+        }
+    };
+    anyhow::anyhow!("invalid configuration: {place}{refused}")
 }
 
 /// The 1-based line of the key at `path` in a parsed TOML document (a table of an array of

@@ -14,16 +14,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
-use ingress::{
-    Connect, IngressSettings, MoneyFrom, Provider, Secret, Source, Sources, StripeRules,
-};
+use ingress::{IngressSettings, Source, Sources};
 use ledger::posting::{AccountOverrides, Accounts};
 use ledger::{PostingRules, SourceName, StoreOptions};
+use providers::{KeyKind, Provider, Secret, Section};
 use serde::{Deserialize, Serialize};
-use workers::{
-    ADYEN_REPORT_HOSTS, AdyenReportSettings, ApiKey, ProviderApis, ReportAuth, ReportHost,
-    StripeApiSettings, WorkerSettings,
-};
+use workers::{Resolvers, WorkerSettings};
 
 use crate::auth::{TokenConfig, Tokens};
 use crate::dashboard::DashboardSettings;
@@ -176,11 +172,13 @@ impl Default for DatabaseConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+/// One `[[sources]]` table: the keys every source has, and its provider's own (read and
+/// checked by the provider's module, `providers::<name>`).
+#[derive(Debug, Clone, Deserialize)]
 pub struct SourceConfig {
     pub name: SourceName,
-    pub provider: Provider,
+    /// A registered provider's name (`providers::PROVIDERS`).
+    pub provider: String,
     #[serde(default)]
     pub secrets: Vec<Secret>,
     /// The name of an environment variable holding comma-separated secrets.
@@ -198,314 +196,146 @@ pub struct SourceConfig {
     /// Accounts this source posts to; unset names keep their defaults.
     #[serde(default)]
     pub accounts: AccountOverrides,
-    /// Stripe: the mode of the account's key; events of the other mode are ignored. Required.
-    #[serde(default)]
-    pub livemode: Option<bool>,
-    /// Stripe: events of connected accounts are ignored (the default) or posted to accounts
-    /// namespaced by the connected account.
-    #[serde(default)]
-    pub connect: Option<Connect>,
-    /// Stripe: the environment variable holding a restricted API key with read access to
-    /// balance transactions, charges, refunds, disputes and payouts. Required.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// Stripe: the key itself, when it is not in the environment (never printed).
-    #[serde(default)]
-    pub api_key: Option<Secret>,
-    /// Stripe: where its API is reached (tests and proxies point it elsewhere).
-    #[serde(default)]
-    pub api_base: Option<String>,
-    /// Stripe: API requests per second the whole fleet may send for this source (Stripe allows
-    /// about 100 read requests a second in live mode and 25 in test mode).
-    #[serde(default)]
-    pub api_requests_per_sec: Option<u32>,
-    /// Stripe: API requests per second the whole fleet may send to any one endpoint (Stripe
-    /// limits each endpoint to 25 a second unless it documents otherwise).
-    #[serde(default)]
-    pub api_endpoint_requests_per_sec: Option<u32>,
-    /// Stripe: the longest wait for a connection, and for a whole request.
-    #[serde(default)]
-    pub api_connect_timeout_ms: Option<u64>,
-    #[serde(default)]
-    pub api_request_timeout_ms: Option<u64>,
-    /// Adyen: the report user settlement details reports are downloaded as
-    /// (`report@Company.<company account>`), or the environment variable holding it; with
-    /// `report_password_env` (or `report_password`). `api_key_env` (or `api_key`) sends an
-    /// `X-API-Key` instead. Without either, reports are recorded and their jobs wait for it.
-    #[serde(default)]
-    pub report_user: Option<String>,
-    /// Adyen: where the source's money comes from, `"notifications"` (the default: amounts as
-    /// notified, no fees) or `"reports"` (settlement details reports: fees, settlement currency,
-    /// payouts). One of the two, never both.
-    #[serde(default)]
-    pub money_from: Option<MoneyFrom>,
-    #[serde(default)]
-    pub report_user_env: Option<String>,
-    #[serde(default)]
-    pub report_password_env: Option<String>,
-    #[serde(default)]
-    pub report_password: Option<Secret>,
-    /// Adyen: the hosts a report may be downloaded from (`host[:port]` over https, or
-    /// `http://host[:port]`); a URL elsewhere is refused, credentials unsent. Default: Adyen's
-    /// `ca-live.adyen.com` and `ca-test.adyen.com`.
-    #[serde(default)]
-    pub report_hosts: Option<Vec<String>>,
-    /// Adyen: the largest report downloaded, and the longest a download may take.
-    #[serde(default)]
-    pub report_bytes_max: Option<u64>,
-    #[serde(default)]
-    pub report_timeout_ms: Option<u64>,
+    /// Every other key of the table: the provider's own ([`Provider::keys`]).
+    #[serde(flatten)]
+    pub keys: serde_json::Map<String, serde_json::Value>,
 }
 
-/// Stripe's API, unless a source says otherwise.
-pub const STRIPE_API_BASE: &str = "https://api.stripe.com";
-/// The request budgets the Stripe sources get unless they set one: Stripe's documented limits
-/// (docs.stripe.com/rate-limits): per account 100 a second in live mode and 25 in test mode, and
-/// 25 a second to any one endpoint.
-const STRIPE_REQUESTS_PER_SEC_LIVE: u32 = 100;
-const STRIPE_REQUESTS_PER_SEC_TEST: u32 = 25;
-const STRIPE_ENDPOINT_REQUESTS_PER_SEC: u32 = 25;
-const STRIPE_CONNECT_TIMEOUT_MS: u64 = 3_000;
-const STRIPE_REQUEST_TIMEOUT_MS: u64 = 10_000;
-/// A settlement details report is about 300 bytes a line: a million lines fit.
-const ADYEN_REPORT_BYTES_MAX: u64 = 512 * 1024 * 1024;
-const ADYEN_REPORT_TIMEOUT_MS: u64 = 300_000;
+/// The table as printed: the provider's secrets redacted.
+impl Serialize for SourceConfig {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            name: &'a SourceName,
+            provider: &'a str,
+            secrets: &'a [Secret],
+            secrets_env: &'a Option<String>,
+            tolerance_secs: u64,
+            expect_delivery_within_secs: Option<u64>,
+            payload_days: Option<u32>,
+            accounts: &'a AccountOverrides,
+            #[serde(flatten)]
+            keys: serde_json::Map<String, serde_json::Value>,
+        }
+        let declared = providers::find(&self.provider).map_or(&[][..], |p| p.keys());
+        // A key the provider does not declare is refused at load; printed anyway, it is
+        // redacted too.
+        let mut keys = providers::config::redacted(&self.keys, declared);
+        for (name, value) in keys.iter_mut() {
+            if !declared.iter().any(|key| key.name == name) {
+                *value = serde_json::Value::String(providers::config::REDACTED.to_owned());
+            }
+        }
+        Shown {
+            name: &self.name,
+            provider: &self.provider,
+            secrets: &self.secrets,
+            secrets_env: &self.secrets_env,
+            tolerance_secs: self.tolerance_secs,
+            expect_delivery_within_secs: self.expect_delivery_within_secs,
+            payload_days: self.payload_days,
+            accounts: &self.accounts,
+            keys,
+        }
+        .serialize(serializer)
+    }
+}
 
-/// A secret given inline or in an environment variable; `None` when neither is set.
-fn secret_from(
-    source: &SourceName,
-    inline: Option<&str>,
-    var: Option<&str>,
-    key: &str,
-) -> anyhow::Result<Option<String>> {
-    match (inline, var) {
-        (Some(value), _) => Ok(Some(value.trim().to_owned())),
-        (None, Some(var)) => std::env::var(var)
-            .ok()
-            .filter(|value| !value.trim().is_empty())
-            .map(|value| Some(value.trim().to_owned()))
-            .with_context(|| {
-                format!("source {source}: environment variable {var} ({key}_env) is not set")
-            }),
-        (None, None) => Ok(None),
+/// Why a source's table was refused: which source, which key (for its line), and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.sentence())]
+pub struct SourceConfigError {
+    pub index: usize,
+    pub source_name: SourceName,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl SourceConfigError {
+    fn sentence(&self) -> String {
+        match &self.key {
+            Some(key) => format!(
+                "source {}, `sources.{}.{key}`: {}",
+                self.source_name, self.index, self.message
+            ),
+            None => format!("source {}: {}", self.source_name, self.message),
+        }
     }
 }
 
 impl SourceConfig {
-    /// The Stripe-only keys this source sets.
-    fn stripe_keys_set(&self) -> Vec<&'static str> {
-        [
-            ("livemode", self.livemode.is_some()),
-            ("connect", self.connect.is_some()),
-            ("api_key_env", self.api_key_env.is_some()),
-            ("api_key", self.api_key.is_some()),
-            ("api_base", self.api_base.is_some()),
-            ("api_requests_per_sec", self.api_requests_per_sec.is_some()),
-            (
-                "api_endpoint_requests_per_sec",
-                self.api_endpoint_requests_per_sec.is_some(),
-            ),
-            (
-                "api_connect_timeout_ms",
-                self.api_connect_timeout_ms.is_some(),
-            ),
-            (
-                "api_request_timeout_ms",
-                self.api_request_timeout_ms.is_some(),
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(key, set)| set.then_some(key))
-        .collect()
+    /// Its provider, or why there is none.
+    fn provider(&self) -> Result<&'static dyn Provider, String> {
+        providers::find(&self.provider).ok_or_else(|| {
+            format!(
+                "unknown provider {:?}; settle knows: {}",
+                self.provider,
+                providers::names().join(", ")
+            )
+        })
     }
 
-    /// The Adyen-only keys this source sets.
-    fn adyen_keys_set(&self) -> Vec<&'static str> {
-        [
-            ("money_from", self.money_from.is_some()),
-            ("report_user", self.report_user.is_some()),
-            ("report_user_env", self.report_user_env.is_some()),
-            ("report_password", self.report_password.is_some()),
-            ("report_password_env", self.report_password_env.is_some()),
-            ("report_hosts", self.report_hosts.is_some()),
-            ("report_bytes_max", self.report_bytes_max.is_some()),
-            ("report_timeout_ms", self.report_timeout_ms.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(key, set)| set.then_some(key))
-        .collect()
-    }
-
-    fn validate_provider_keys(&self) -> anyhow::Result<()> {
-        let name = &self.name;
-        if self.provider != Provider::Adyen
-            && let Some(key) = self.adyen_keys_set().first()
-        {
-            bail!("source {name}: {key} is a setting of provider = \"adyen\" sources only");
-        }
-        if self.provider != Provider::Stripe {
-            // An Adyen source's API key authenticates its report downloads.
-            let shared = |key: &&str| {
-                self.provider == Provider::Adyen && matches!(*key, "api_key" | "api_key_env")
-            };
-            if let Some(key) = self.stripe_keys_set().into_iter().find(|k| !shared(k)) {
-                bail!("source {name}: {key} is a setting of provider = \"stripe\" sources only");
-            }
-            if self.provider == Provider::Adyen {
-                return self.validate_adyen_keys();
-            }
-            return Ok(());
-        }
-        if self.livemode.is_none() {
-            bail!(
-                "source {name}: livemode is required for a stripe source (true for a live-mode key, false for a test-mode key)"
-            );
-        }
-        if self.api_key_env.is_some() == self.api_key.is_some() {
-            bail!(
-                "source {name}: a stripe source needs api_key_env (the environment variable holding a restricted, read-only API key) or api_key, not both"
-            );
-        }
-        if self.api_requests_per_sec == Some(0) || self.api_endpoint_requests_per_sec == Some(0) {
-            bail!("source {name}: API request budgets must be positive");
-        }
-        if self.api_request_timeout_ms == Some(0) || self.api_connect_timeout_ms == Some(0) {
-            bail!("source {name}: API timeouts must be positive");
-        }
-        Ok(())
-    }
-
-    fn validate_adyen_keys(&self) -> anyhow::Result<()> {
-        let name = &self.name;
-        let user = self.report_user.is_some() || self.report_user_env.is_some();
-        let password = self.report_password.is_some() || self.report_password_env.is_some();
-        let key = self.api_key.is_some() || self.api_key_env.is_some();
-        if (user || password) && key {
-            bail!(
-                "source {name}: report downloads authenticate with report_user_env and report_password_env, or with api_key_env, not both"
-            );
-        }
-        if user != password
-            || (self.report_user.is_some() && self.report_user_env.is_some())
-            || (self.report_password.is_some() && self.report_password_env.is_some())
-            || (self.api_key.is_some() && self.api_key_env.is_some())
-        {
-            bail!(
-                "source {name}: a report user needs one of report_user / report_user_env and one of report_password / report_password_env"
-            );
-        }
-        for host in self.report_hosts.iter().flatten() {
-            if ReportHost::parse(host).is_none() {
-                bail!(
-                    "source {name}: report_hosts entry {host:?} is not host[:port] or http(s)://host[:port]"
-                );
-            }
-        }
-        if self.report_bytes_max == Some(0) || self.report_timeout_ms == Some(0) {
-            bail!("source {name}: report limits must be positive");
-        }
-        if (user || key) && self.money_from != Some(MoneyFrom::Reports) {
-            bail!(
-                "source {name}: report credentials are set but money_from is not \"reports\": set money_from = \"reports\" (the money notifications are then not booked, so nothing is booked twice)"
-            );
-        }
-        if self.money_from == Some(MoneyFrom::Reports) && !(user || key) {
-            bail!(
-                "source {name}: money_from = \"reports\" needs report credentials (report_user_env + report_password_env, or api_key_env) to download the reports"
-            );
-        }
-        Ok(())
-    }
-
-    /// How workers download this source's settlement details reports (Adyen sources with
-    /// report credentials), the secrets read from their variables.
-    fn adyen_reports(&self) -> anyhow::Result<Option<AdyenReportSettings>> {
-        if self.provider != Provider::Adyen {
-            return Ok(None);
-        }
-        let name = &self.name;
-        let user = secret_from(
-            name,
-            self.report_user.as_deref(),
-            self.report_user_env.as_deref(),
-            "report_user",
-        )?;
-        let password = secret_from(
-            name,
-            self.report_password.as_ref().map(Secret::expose),
-            self.report_password_env.as_deref(),
-            "report_password",
-        )?;
-        let key = secret_from(
-            name,
-            self.api_key.as_ref().map(Secret::expose),
-            self.api_key_env.as_deref(),
-            "api_key",
-        )?;
-        let auth = match (user, password, key) {
-            (Some(user), Some(password), _) => ReportAuth::Basic { user, password },
-            (_, _, Some(key)) => ReportAuth::ApiKey(key),
-            _ => return Ok(None),
-        };
-        let hosts = match &self.report_hosts {
-            Some(hosts) => hosts.iter().filter_map(|h| ReportHost::parse(h)).collect(),
-            None => ADYEN_REPORT_HOSTS
-                .iter()
-                .filter_map(|h| ReportHost::parse(h))
-                .collect(),
-        };
-        Ok(Some(AdyenReportSettings {
-            source: name.clone(),
-            auth,
-            hosts,
-            bytes_max: self.report_bytes_max.unwrap_or(ADYEN_REPORT_BYTES_MAX),
-            timeout_ms: self.report_timeout_ms.unwrap_or(ADYEN_REPORT_TIMEOUT_MS),
-        }))
-    }
-
-    /// How workers reach this source's API (Stripe sources), the key read from its variable.
-    fn stripe_api(&self) -> anyhow::Result<Option<StripeApiSettings>> {
-        if self.provider != Provider::Stripe {
-            return Ok(None);
-        }
-        let name = &self.name;
-        let key = match (&self.api_key, &self.api_key_env) {
-            (Some(key), _) => key.expose().to_owned(),
-            (None, var) => {
-                let var = var.as_deref().unwrap_or_default();
-                std::env::var(var)
-                    .ok()
-                    .filter(|key| !key.trim().is_empty())
-                    .with_context(|| {
-                        format!(
-                            "source {name}: environment variable {var} (api_key_env) is not set"
-                        )
-                    })?
+    /// A key its provider does not read, with what it may have meant.
+    fn unknown_key(&self, provider: &dyn Provider) -> Option<(String, String)> {
+        let key = self
+            .keys
+            .keys()
+            .find(|key| !provider.keys().iter().any(|k| k.name == key.as_str()))?;
+        let owners: Vec<String> = providers::PROVIDERS
+            .iter()
+            .filter(|other| other.keys().iter().any(|k| k.name == key.as_str()))
+            .map(|other| format!("provider = \"{}\"", other.name()))
+            .collect();
+        let hint = if !owners.is_empty() {
+            format!("a setting of {} sources only", owners.join(" or "))
+        } else {
+            let known = provider.keys().iter().map(|k| k.name).chain([
+                "name",
+                "provider",
+                "secrets",
+                "secrets_env",
+                "tolerance_secs",
+                "expect_delivery_within_secs",
+                "payload_days",
+                "accounts",
+            ]);
+            match errors::closest(key, known) {
+                Some(close) => format!("not a setting of a source (did you mean `{close}`?)"),
+                None => "not a setting of a source".to_owned(),
             }
         };
-        let livemode = self.livemode.unwrap_or(false);
-        let default_budget = match livemode {
-            true => STRIPE_REQUESTS_PER_SEC_LIVE,
-            false => STRIPE_REQUESTS_PER_SEC_TEST,
+        Some((key.clone(), format!("unknown key: {hint}")))
+    }
+
+    /// The environment variables its provider's keys name (they hold secrets, not settings).
+    fn variables(&self) -> Vec<&str> {
+        let Ok(provider) = self.provider() else {
+            return Vec::new();
         };
-        Ok(Some(StripeApiSettings {
-            source: self.name.clone(),
-            api_key: ApiKey::new(key.trim()),
-            api_base: self
-                .api_base
-                .clone()
-                .unwrap_or_else(|| STRIPE_API_BASE.to_owned()),
-            requests_per_sec: self.api_requests_per_sec.unwrap_or(default_budget),
-            endpoint_requests_per_sec: self
-                .api_endpoint_requests_per_sec
-                .unwrap_or(STRIPE_ENDPOINT_REQUESTS_PER_SEC),
-            connect_timeout_ms: self
-                .api_connect_timeout_ms
-                .unwrap_or(STRIPE_CONNECT_TIMEOUT_MS),
-            request_timeout_ms: self
-                .api_request_timeout_ms
-                .unwrap_or(STRIPE_REQUEST_TIMEOUT_MS),
-        }))
+        provider
+            .keys()
+            .iter()
+            .filter(|key| key.kind == KeyKind::Variable)
+            .filter_map(|key| self.keys.get(key.name)?.as_str())
+            .chain(self.secrets_env.as_deref())
+            .collect()
+    }
+
+    /// The secrets of `secrets` and `secrets_env`.
+    fn secrets(&self) -> Result<Vec<Secret>, String> {
+        let mut secrets = self.secrets.clone();
+        if let Some(var) = &self.secrets_env {
+            let value =
+                std::env::var(var).map_err(|_| format!("environment variable {var} is not set"))?;
+            secrets.extend(
+                value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(Secret::new),
+            );
+        }
+        Ok(secrets)
     }
 }
 
@@ -561,15 +391,17 @@ impl Config {
         let config: Config = figment
             .extract()
             .map_err(|error| errors::explain(error, file.as_deref().zip(text.as_deref())))?;
-        // A variable a source names (`secrets_env`, `api_key_env`) is the configuration's own.
+        // A variable a source names (`secrets_env`, a provider's `..._env`) is the
+        // configuration's own.
         let named: Vec<&str> = config
             .sources
             .iter()
-            .flat_map(|s| [s.secrets_env.as_deref(), s.api_key_env.as_deref()])
-            .flatten()
+            .flat_map(SourceConfig::variables)
             .collect();
         unknown_variables.retain(|variable| !named.contains(&variable.name.as_str()));
-        config.validate()?;
+        config
+            .validate()
+            .map_err(|error| errors::locate(error, file.as_deref().zip(text.as_deref())))?;
         Ok(Loaded {
             config,
             file,
@@ -587,7 +419,9 @@ impl Config {
         let config: Config = Figment::from(Toml::string(text))
             .extract()
             .context("invalid configuration")?;
-        config.validate()?;
+        config
+            .validate()
+            .map_err(|error| errors::locate(error, None))?;
         Ok(config)
     }
 
@@ -625,68 +459,75 @@ impl Config {
         }
     }
 
-    /// The configured sources with their keys derived; secrets from `secrets_env` included.
+    /// Each source's table as its provider reads it, handed to `build`; the first refusal
+    /// names its source and key.
+    fn each_source<T>(
+        &self,
+        build: impl Fn(&dyn Provider, &Section<'_>) -> Result<T, providers::SectionError>,
+    ) -> Result<Vec<T>, SourceConfigError> {
+        let mut built = Vec::with_capacity(self.sources.len());
+        for (index, source) in self.sources.iter().enumerate() {
+            let refused = |key: Option<&str>, message: String| SourceConfigError {
+                index,
+                source_name: source.name.clone(),
+                key: key.map(str::to_owned),
+                message,
+            };
+            let provider = source
+                .provider()
+                .map_err(|message| refused(Some("provider"), message))?;
+            if let Some((key, message)) = source.unknown_key(provider) {
+                return Err(refused(Some(&key), message));
+            }
+            let secrets = source
+                .secrets()
+                .map_err(|message| refused(Some("secrets_env"), message))?;
+            let section = Section {
+                source: &source.name,
+                secrets: &secrets,
+                tolerance_secs: source.tolerance_secs,
+                keys: &source.keys,
+            };
+            built.push(
+                build(provider, &section).map_err(|error| refused(error.key, error.message))?,
+            );
+        }
+        Ok(built)
+    }
+
+    /// The configured sources, each with its provider's receiving half (its secrets turned into
+    /// keys, its keys checked); secrets from `secrets_env` included.
     pub fn sources(&self) -> anyhow::Result<Sources> {
-        let mut sources = Vec::with_capacity(self.sources.len());
-        for source in &self.sources {
-            let mut secrets = source.secrets.clone();
-            if let Some(var) = &source.secrets_env {
-                let value = std::env::var(var).with_context(|| {
-                    format!(
-                        "source {}: environment variable {var} is not set",
-                        source.name
-                    )
-                })?;
-                secrets.extend(
-                    value
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(Secret::new),
-                );
-            }
-            let mut built = Source::new(
-                source.name.clone(),
-                source.provider,
-                &secrets,
-                source.tolerance_secs,
-            )?;
-            source.validate_provider_keys()?;
-            if let Some(money_from) = source.money_from {
-                built = built.with_money_from(money_from);
-            }
-            match source.expect_delivery_within_secs {
-                Some(0) => bail!(
-                    "source {}: expect_delivery_within_secs must be positive",
-                    source.name
-                ),
-                Some(secs) => built = built.with_expected_within(secs),
+        let receivers = self.each_source(|provider, section| provider.receiver(section))?;
+        let mut sources = Vec::with_capacity(receivers.len());
+        for (index, (config, receiver)) in self.sources.iter().zip(receivers).enumerate() {
+            let mut source = Source::new(config.name.clone(), receiver);
+            match config.expect_delivery_within_secs {
+                Some(0) => Err(SourceConfigError {
+                    index,
+                    source_name: config.name.clone(),
+                    key: Some("expect_delivery_within_secs".into()),
+                    message: "expect_delivery_within_secs must be positive".into(),
+                })?,
+                Some(secs) => source = source.with_expected_within(secs),
                 None => {}
             }
-            if source.provider == Provider::Stripe {
-                built = built.with_stripe(StripeRules {
-                    livemode: source.livemode.unwrap_or(false),
-                    connect: source.connect.unwrap_or_default(),
-                });
-            }
-            sources.push(built);
+            sources.push(source);
         }
         Ok(Sources::new(sources)?)
     }
 
-    /// The provider APIs workers call (each Stripe source's client, its key read from
-    /// `api_key_env` now).
-    pub fn provider_apis(&self) -> anyhow::Result<ProviderApis> {
-        let (mut stripe, mut reports) = (Vec::new(), Vec::new());
-        for source in &self.sources {
-            if let Some(api) = source.stripe_api()? {
-                stripe.push(api);
-            }
-            if let Some(settings) = source.adyen_reports()? {
-                reports.push(settings);
-            }
-        }
-        Ok(ProviderApis::new(stripe, reports)?)
+    /// What workers resolve triggers through: each source's provider's resolving half, its
+    /// credentials read from their variables now.
+    pub fn resolvers(&self) -> anyhow::Result<Resolvers> {
+        let resolvers = self.each_source(|provider, section| provider.resolver(section))?;
+        Ok(Resolvers::new(
+            self.sources
+                .iter()
+                .zip(resolvers)
+                .filter_map(|(source, resolver)| Some((source.name.clone(), resolver?)))
+                .collect(),
+        ))
     }
 
     /// Each configured source's accounts (others post to the defaults).
@@ -755,37 +596,78 @@ mod tests {
                 "source name",
             ),
             (
-                "[[sources]]\nname = \"s\"\nprovider = \"paypal\"",
-                "unknown variant",
-            ),
-            (
                 "[[sources]]\nname = \"s\"\nprovider = \"standard\"",
                 "at least one secret",
             ),
             ("database_url = \"mysql://x\"", "database URL"),
             (
-                "[[sources]]\nname = \"a\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\nreport_user = \"u\"\nreport_password = \"p\"",
-                "money_from is not \"reports\"",
+                "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\ntolerance_sec = 5",
+                "unknown key: not a setting of a source (did you mean `tolerance_secs`?)",
             ),
             (
-                "[[sources]]\nname = \"a\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\nmoney_from = \"reports\"\nreport_user = \"u\"",
-                "one of report_password",
-            ),
-            (
-                "[[sources]]\nname = \"a\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\nmoney_from = \"reports\"",
-                "needs report credentials",
-            ),
-            (
-                "[[sources]]\nname = \"a\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\nreport_hosts = [\"https://x/path\"]",
-                "report_hosts entry",
-            ),
-            (
-                "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\nmoney_from = \"reports\"",
-                "provider = \"adyen\" sources only",
+                "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\nexpect_delivery_within_secs = 0",
+                "`sources.0.expect_delivery_within_secs`: expect_delivery_within_secs must be positive",
             ),
         ] {
             let error = format!("{:#}", Config::from_toml(text).expect_err(text));
             assert!(error.contains(reason), "{text}: {error}");
         }
+    }
+
+    /// An unknown provider is refused with the list of those settle knows.
+    #[test]
+    fn an_unknown_provider_is_refused_with_the_known_ones() {
+        let error = Config::from_toml("[[sources]]\nname = \"s\"\nprovider = \"paypal\"")
+            .expect_err("unknown provider");
+        let error = format!("{error:#}");
+        assert!(
+            error.contains("source s, `sources.0.provider`: unknown provider \"paypal\""),
+            "{error}"
+        );
+        for name in providers::names() {
+            assert!(error.contains(name), "{error}");
+        }
+    }
+
+    /// A key of one provider set on a source of another names the provider it belongs to.
+    #[test]
+    fn another_providers_key_says_whose_it_is() {
+        let owner = providers::PROVIDERS
+            .iter()
+            .find(|p| !p.keys().is_empty())
+            .expect("a provider with keys of its own");
+        let key = owner.keys()[0].name;
+        let text = format!(
+            "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\n{key} = 1"
+        );
+        let error = format!("{:#}", Config::from_toml(&text).expect_err(&text));
+        assert!(
+            error.contains(&format!(
+                "`sources.0.{key}`: unknown key: a setting of provider = \"{}\" sources only",
+                owner.name()
+            )),
+            "{error}"
+        );
+    }
+
+    /// A source's key error names the file's line of the key.
+    #[test]
+    fn a_source_error_names_its_line() {
+        let text = "listen = \"127.0.0.1:1\"\n\n[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_!!!\"]\n";
+        let error = Config::from_toml(text).expect_err("a bad secret");
+        let located = errors::locate(
+            anyhow::anyhow!(SourceConfigError {
+                index: 0,
+                source_name: SourceName::parse("s").expect("name"),
+                key: Some("secrets".into()),
+                message: "m".into(),
+            }),
+            Some((Path::new("settle.toml"), text)),
+        );
+        assert!(format!("{error:#}").contains("secret #0 is not a valid standard secret"));
+        assert_eq!(
+            located.to_string(),
+            "invalid configuration: settle.toml line 6: source s, `sources.0.secrets`: m"
+        );
     }
 }

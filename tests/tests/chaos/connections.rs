@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
-use ops::loadgen::{LoadOptions, LoadProvider};
+use ops::loadgen::LoadOptions;
 use serde_json::json;
 use tests::TestDb;
 use tests::app::{AppOptions, FAST_WORKERS, STANDARD_SECRET, config_toml};
@@ -79,7 +79,7 @@ async fn killing_every_settle_connection_every_second_loses_and_doubles_nothing(
     let load = LoadOptions {
         url: base.clone(),
         source: "std".into(),
-        provider: LoadProvider::Standard,
+        provider: "standard".into(),
         secret: STANDARD_SECRET.into(),
         concurrency: 32,
         rate: 0,

@@ -4,7 +4,7 @@
 //! secret reaches the logs.
 
 use futures::StreamExt;
-use ops::loadgen::{LoadOptions, LoadProvider};
+use ops::loadgen::LoadOptions;
 use serde_json::json;
 use tests::TestDb;
 use tests::app::{AppOptions, FAST_WORKERS, STANDARD_SECRET, config_toml};
@@ -40,7 +40,7 @@ async fn the_hostile_matrix_at_volume_under_load_writes_nothing_and_leaks_nothin
     let load = LoadOptions {
         url: base.clone(),
         source: "std".into(),
-        provider: LoadProvider::Standard,
+        provider: "standard".into(),
         secret: STANDARD_SECRET.into(),
         concurrency: 16,
         rate: 0,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ops::loadgen::{LoadOptions, LoadProvider};
+use ops::loadgen::LoadOptions;
 use serde_json::json;
 use tests::app::{AppOptions, FAST_WORKERS, STANDARD_SECRET, config_toml};
 use tests::process::{Listen, Scratch, free_port, spawn_settle};
@@ -176,7 +176,7 @@ async fn a_database_crash_under_load_loses_no_acknowledged_event() {
     let load = LoadOptions {
         url: base.clone(),
         source: "std".into(),
-        provider: LoadProvider::Standard,
+        provider: "standard".into(),
         secret: STANDARD_SECRET.into(),
         concurrency: 32,
         rate,

@@ -210,7 +210,13 @@ fn the_alert_rules_check_pass_their_unit_tests_and_use_only_metrics_settle_emits
     // alert, silently).
     let rules = read("deploy/prometheus/settle.rules.yml");
     let mut sources = String::new();
-    for crate_dir in ["ingress/src", "workers/src", "ledger/src", "ops/src"] {
+    for crate_dir in [
+        "ingress/src",
+        "workers/src",
+        "ledger/src",
+        "ops/src",
+        "providers/src",
+    ] {
         for entry in walk(&repository().join(crate_dir)) {
             sources.push_str(&std::fs::read_to_string(entry).unwrap_or_default());
         }

@@ -1,6 +1,8 @@
 //! settle's integration suite: one test binary, modules by area.
 
 mod adyen;
+mod adyen_notifications;
+mod architecture;
 mod cli;
 mod conformance;
 mod corrections;
@@ -18,10 +20,10 @@ mod ops;
 mod pause;
 mod planes;
 mod posting;
-mod providers;
 mod queue;
 mod recording;
 mod retention;
 mod schema;
+mod seam;
 mod search;
 mod stripe;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ops::fake_stripe::Fault;
+use providers::stripe::fake::Fault;
 use serde_json::{Value, json};
 use tests::TestApp;
 use tests::app::{AppOptions, Backend, FAST_WORKERS, OPS_TOKEN, spawn};
@@ -123,7 +123,7 @@ async fn a_charge_posts_its_balance_transaction_once_in_the_settlement_currency(
     assert!(
         requests
             .iter()
-            .all(|r| r.version.as_deref() == Some(workers::provider::STRIPE_VERSION)),
+            .all(|r| r.version.as_deref() == Some(providers::stripe::STRIPE_VERSION)),
         "every request pins the API version: {requests:?}"
     );
     assert!(app.failed_invariants().await.is_empty());
@@ -347,7 +347,7 @@ async fn a_dispute_in_another_currency_posts_in_the_settlement_currency(backend:
 
 /// 250 items over three pages: charges, refunds, Stripe's own fees (which have no webhook), an
 /// adjustment, and the payout itself.
-fn payout_listing(fake: &ops::fake_stripe::FakeStripe) -> (Vec<String>, i64) {
+fn payout_listing(fake: &providers::stripe::fake::FakeStripe) -> (Vec<String>, i64) {
     let mut ids = Vec::new();
     let mut net = 0;
     for i in 0..250 {

@@ -7,8 +7,9 @@ use sqlx::postgres::PgConnection;
 use super::{PgStore, QUEUE_ATTEMPTS_MAX};
 use crate::ids::EventId;
 use crate::job::{
-    AttemptOutcome, AttemptStart, ErrorClass, JobRef, POST_SETTLEMENT_QUEUE, PostError, QueueStatus,
+    AttemptOutcome, AttemptStart, ErrorClass, JobRef, POST_SETTLEMENT_QUEUE, QueueStatus,
 };
+use crate::post_error::PostError;
 use crate::record::EventStatus;
 use crate::state::{AttemptState, StateMachine, Transition};
 use crate::store::StoreError;

@@ -178,7 +178,7 @@ impl crate::store::corrections::CorrectionRows for SqliteStore {
             .await
             .map(Some)
             .map_err(|error| match error {
-                crate::job::PostError::Store(error) => error,
+                crate::post_error::PostError::Store(error) => error,
                 other => StoreError::Corrupt(other.to_string()),
             })
     }

@@ -7,9 +7,9 @@ use sqlx::sqlite::SqliteConnection;
 use super::{SqliteStore, insert_job, now};
 use crate::ids::EventId;
 use crate::job::{
-    AttemptOutcome, AttemptStart, ErrorClass, JobRef, PostError, QueueStatus, start_gate,
-    start_step,
+    AttemptOutcome, AttemptStart, ErrorClass, JobRef, QueueStatus, start_gate, start_step,
 };
+use crate::post_error::PostError;
 use crate::record::EventStatus;
 use crate::state::{AttemptState, StateMachine, Transition};
 use crate::store::StoreError;

@@ -9,10 +9,11 @@ use sqlx::sqlite::SqliteConnection;
 
 use super::jobs::{complete_job, finish_attempt, set_event_status};
 use super::{SqliteStore, now};
-use crate::job::{AttemptOutcome, PostError};
-use crate::movement::MovementEntry;
+use crate::job::AttemptOutcome;
+use crate::post_error::PostError;
 use crate::posting::{EntryDraft, Line};
 use crate::record::EventStatus;
+use crate::resolved::MovementEntry;
 use crate::state::Transition;
 use crate::store::StoreError;
 use crate::store::movements::Existing;

@@ -41,7 +41,7 @@ impl SqliteStore {
             "SELECT e.source, count(*) FROM dead_letters d JOIN settlement_events e ON e.id = d.event_id
              WHERE d.state = 'open' AND d.error_code = ?1 GROUP BY e.source ORDER BY e.source",
         )
-        .bind(crate::job::ProviderError::Auth { status: 401 }.code())
+        .bind(crate::post_error::ProviderError::Auth { status: 401 }.code())
         .fetch_all(&self.pool)
         .await?;
         Ok(Gauges {

@@ -1,4 +1,4 @@
-//! `provider = "adyen"`: classic notifications,
+//! Receiving Adyen's classic notifications,
 //! `{"live": "...", "notificationItems": [{"NotificationRequestItem": {...}}]}`. Every item
 //! carries `additionalData.hmacSignature`: base64 HMAC-SHA256, keyed with the hex-decoded HMAC
 //! key, over `pspReference:originalReference:merchantAccountCode:merchantReference:value:
@@ -14,27 +14,63 @@
 //!
 //! A source whose money comes from its settlement details reports (`MoneyFrom::Reports`)
 //! records `REPORT_AVAILABLE` for such a report (its `pspReference` the file name, `reason` the
-//! download URL) as what it names (`Trigger::AdyenReport`; the job downloads the report and posts
-//! it line by line). Of the codes above it records CAPTURE and CAPTURE_FAILED only, as the sale
-//! they name (`Trigger::AdyenSale`: a receivable in the shopper's currency, which the report's
+//! download URL) as what it names (an `AdyenReportTrigger`; the job downloads the report and
+//! posts it line by line). Of the codes above it records CAPTURE and CAPTURE_FAILED only, as the
+//! sale they name (an `AdyenSaleTrigger`: a receivable in the shopper's currency, which the report's
 //! `Settled` line for the capture clears, booked once whichever of the two comes first); the
 //! others' money is the report's. Other codes, other reports, and any `success` other than
 //! `"true"`, are acknowledged and not recorded.
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
+use http::HeaderMap;
 use ledger::{
     Amount, Amounts, Content, Currency, EventParts, ExternalId, FactsError, Fingerprint,
-    InvalidFacts, MovementId, NewEvent, Reference, SettlementEvent,
+    InvalidFacts, MovementId, NewEvent, Reference, SettlementEvent, SourceName,
 };
 use serde_json::{Map, Value, json};
 
-use super::signature::{SignatureError, any_matches};
-use super::{Adapted, Ignore, Unparseable};
-use crate::source::{MoneyFrom, Source};
-use ledger::adyen::{AdyenReportTrigger, AdyenSaleTrigger};
-use ledger::minor_units::adyen_exponent;
-use ledger::stripe::Trigger;
+use super::EXPONENTS;
+use super::config::MoneyFrom;
+use super::trigger::{AdyenReportTrigger, AdyenSaleTrigger};
+use crate::seam::{Acknowledgement, Adapted, Ignore, Receive, Rejection, Unparseable};
+use crate::signature::{SignatureError, SigningKey, any_matches};
+
+/// One Adyen source's receiving half.
+#[derive(Debug)]
+pub(crate) struct Receiver {
+    pub(crate) name: SourceName,
+    pub(crate) keys: Vec<SigningKey>,
+    pub(crate) money_from: MoneyFrom,
+}
+
+impl Receive for Receiver {
+    // Adyen signs each item inside the body: nothing to check before it is read.
+
+    fn receive(&self, _: &HeaderMap, body: &[u8], _: i64) -> Result<Adapted, Rejection> {
+        let notification = verify(self, body)?;
+        Ok(adapt(self, &notification)?)
+    }
+
+    /// Adyen's retry queue holds back every later notification behind one it keeps failing:
+    /// once the delivery is durably kept (events or conflict rows), it is accepted, and a
+    /// conflict surfaces on the ops side.
+    fn acknowledgement(&self) -> Acknowledgement {
+        Acknowledgement::Fixed {
+            content_type: "text/plain",
+            body: "[accepted]",
+        }
+    }
+}
+
+/// The key an Adyen HMAC key signs with: the key as hex (from the Customer Area), decoded.
+pub(crate) fn signing_key(secret: &str) -> Result<SigningKey, &'static str> {
+    let key = hex::decode(secret).map_err(|_| "expected the HMAC key as hex")?;
+    if key.is_empty() {
+        return Err("empty key");
+    }
+    Ok(SigningKey::new(key))
+}
 
 const SIGNATURE_FIELD: &str = "additionalData.hmacSignature";
 
@@ -90,7 +126,7 @@ impl<'a> Item<'a> {
 }
 
 /// Parses the body far enough to find every item; verifies each one.
-pub(crate) fn verify(source: &Source, body: &[u8]) -> Result<Value, SignatureError> {
+pub(crate) fn verify(source: &Receiver, body: &[u8]) -> Result<Value, SignatureError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|_| SignatureError::Missing(SIGNATURE_FIELD))?;
     let items = items(&value).ok_or(SignatureError::Missing(SIGNATURE_FIELD))?;
@@ -127,7 +163,7 @@ fn items(value: &Value) -> Option<Vec<Item<'_>>> {
     items.filter(|items| !items.is_empty())
 }
 
-pub(crate) fn adapt(source: &Source, value: &Value) -> Result<Adapted, Unparseable> {
+pub(crate) fn adapt(source: &Receiver, value: &Value) -> Result<Adapted, Unparseable> {
     let items = items(value).ok_or(Unparseable("no notification items"))?;
     let mut events = Vec::with_capacity(items.len());
     for item in items {
@@ -151,11 +187,14 @@ pub(crate) fn adapt(source: &Source, value: &Value) -> Result<Adapted, Unparseab
                     source: source.name.clone(),
                     external_id,
                     payload: Value::Object(item.fields.clone()).to_string(),
-                    content: Content::Named(Trigger::AdyenReport(AdyenReportTrigger {
-                        file: psp_reference.to_owned(),
-                        url: item.text("reason").to_owned(),
-                        merchant_account: item.text("merchantAccountCode").to_owned(),
-                    })),
+                    content: Content::Named(
+                        AdyenReportTrigger {
+                            file: psp_reference.to_owned(),
+                            url: item.text("reason").to_owned(),
+                            merchant_account: item.text("merchantAccountCode").to_owned(),
+                        }
+                        .named(),
+                    ),
                 });
             }
             continue;
@@ -168,7 +207,7 @@ pub(crate) fn adapt(source: &Source, value: &Value) -> Result<Adapted, Unparseab
             continue;
         }
         let content = match facts(&item, kind, &key) {
-            Ok(_) if reports => Content::Named(Trigger::AdyenSale(sale_trigger(&item))),
+            Ok(_) if reports => Content::Named(sale_trigger(&item).named()),
             Ok(event) => Content::Valid(event),
             Err(error) => Content::Invalid(InvalidFacts {
                 kind: Some(event_code.to_owned()),
@@ -258,7 +297,7 @@ fn facts(item: &Item<'_>, kind: Mapped, movement: &str) -> Result<SettlementEven
             expected: "an integer",
         })?;
     let amount =
-        Amount::from_minor(minor, adyen_exponent(currency), currency).map_err(|source| {
+        EXPONENTS.amount(minor, currency).map_err(|source| {
             FactsError::Money {
                 field: "amount.value",
                 source,
@@ -306,22 +345,35 @@ fn facts(item: &Item<'_>, kind: Mapped, movement: &str) -> Result<SettlementEven
 #[cfg(test)]
 mod tests {
     use hmac::{Hmac, KeyInit, Mac};
-    use ledger::{Kind, SourceName};
+    use ledger::Kind;
     use sha2::Sha256;
 
+    use super::super::trigger::AdyenTrigger;
     use super::*;
-    use crate::source::{Provider, Secret};
 
     const KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
 
-    fn source() -> Source {
-        Source::new(
-            SourceName::parse("adyen").expect("name"),
-            Provider::Adyen,
-            &[Secret::new(KEY)],
-            300,
-        )
-        .expect("source")
+    fn source() -> Receiver {
+        Receiver {
+            name: SourceName::parse("adyen").expect("name"),
+            keys: vec![signing_key(KEY).expect("a hex key")],
+            money_from: MoneyFrom::Notifications,
+        }
+    }
+
+    impl Receiver {
+        fn with_money_from(mut self, money_from: MoneyFrom) -> Self {
+            self.money_from = money_from;
+            self
+        }
+    }
+
+    /// The trigger an event names.
+    fn named(content: &Content) -> AdyenTrigger {
+        match content {
+            Content::Named(named) => AdyenTrigger::from_trigger(&named.trigger).expect("readable"),
+            other => panic!("{other:?}"),
+        }
     }
 
     fn vector_item(signature: &str) -> Value {
@@ -409,12 +461,12 @@ mod tests {
             ],
             "the settlement report and the sales; the refund's and chargeback's money is the report's"
         );
-        let Content::Named(Trigger::AdyenReport(trigger)) = &events[0].content else {
+        let AdyenTrigger::Report(trigger) = named(&events[0].content) else {
             panic!("a report trigger")
         };
         assert_eq!(trigger.merchant_account, "SettleShop");
         assert!(trigger.url.ends_with("/x.csv"));
-        let Content::Named(Trigger::AdyenSale(sale)) = &events[1].content else {
+        let AdyenTrigger::Sale(sale) = named(&events[1].content) else {
             panic!("a sale trigger")
         };
         assert_eq!(
@@ -428,7 +480,7 @@ mod tests {
         let movement = sale.movement(&reports.name).expect("a sale");
         assert_eq!(movement.source_key(), "adyen/sale/8816000000000101");
         assert_eq!(movement.amount().to_string(), "100.00");
-        let Content::Named(Trigger::AdyenSale(failed)) = &events[2].content else {
+        let AdyenTrigger::Sale(failed) = named(&events[2].content) else {
             panic!("a sale trigger")
         };
         let movement = failed.movement(&reports.name).expect("a failed capture");

@@ -3,9 +3,9 @@
 //! (`settlement_detail_report_batch_N.csv`, announced by a `REPORT_AVAILABLE` notification whose
 //! `pspReference` is the file name and `reason` the download URL) carries one line per money
 //! movement of the batch, with its fees, in the currency Adyen settles in. What the notification
-//! names is kept as the event's facts ([`AdyenReportTrigger`]); the job downloads the report and
-//! posts each line as one entry ([`ReportLine::movement`]), keyed by the batch and the line's
-//! identity, so a report fetched twice, or announced twice, posts each line once.
+//! names is kept as the event's facts (an `AdyenReportTrigger`); the job downloads the report
+//! and posts each line as one entry ([`ReportLine::movement`]), keyed by the batch and the
+//! line's identity, so a report fetched twice, or announced twice, posts each line once.
 //!
 //! The report is read by column name (Adyen lets an account add columns and reorder them), as
 //! Adyen documents it: amounts are positive, in major units, and their side is the column they
@@ -17,164 +17,12 @@ use std::collections::HashMap;
 use std::io::Read;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
+use ledger::movement::{Compared, Counter, Fee, FeeType, Movement, MovementParts};
+use ledger::{Amount, Currency, Kind, MovementId, PayoutId, Reference, SourceName};
 use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::event::Kind;
-use crate::fingerprint::Fingerprint;
-use crate::ids::{MovementId, PayoutId, Reference, SourceName};
-use crate::money::{Amount, Currency};
-use crate::movement::{Compared, Counter, Fee, FeeType, Movement, MovementParts};
-
-/// What a `REPORT_AVAILABLE` notification for a settlement details report names, kept as its
-/// event's facts.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AdyenReportTrigger {
-    /// The report's file name (the notification's `pspReference`).
-    pub file: String,
-    /// Where Adyen says it can be downloaded (the notification's `reason`; not covered by the
-    /// notification's HMAC, so its host is checked against the source's `report_hosts`).
-    pub url: String,
-    /// `merchantAccountCode`.
-    pub merchant_account: String,
-}
-
-impl AdyenReportTrigger {
-    /// Whether a report file name is a settlement details report's (other reports are
-    /// acknowledged and not recorded).
-    pub fn is_settlement_details(file: &str) -> bool {
-        file.starts_with("settlement_detail_report") && file.ends_with(".csv")
-    }
-
-    /// SHA-256 over the trigger in canonical JSON: a redelivery names the same things.
-    pub fn fingerprint(&self) -> Fingerprint {
-        Fingerprint::of_trigger(
-            "adyen_report",
-            &serde_json::to_value(self).unwrap_or(Value::Null),
-        )
-    }
-}
-
-/// What a `CAPTURE` or `CAPTURE_FAILED` notification names, kept as its event's facts when the
-/// source's money comes from reports: the sale (or its failure) booked as a receivable in the
-/// shopper's currency, which the report's `Settled` line for the capture clears.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AdyenSaleTrigger {
-    /// `CAPTURE` or `CAPTURE_FAILED`.
-    pub event_code: String,
-    /// The capture's PSP reference (the report's `Modification Reference` for its line).
-    pub psp_reference: String,
-    /// The payment's PSP reference (`originalReference`).
-    pub original_reference: String,
-    pub merchant_account: String,
-    pub merchant_reference: String,
-    /// The amount as notified: minor units in Adyen's exponent for the currency.
-    pub currency: String,
-    pub value: i64,
-    /// `eventDate`, RFC 3339.
-    pub event_date: String,
-}
-
-impl AdyenSaleTrigger {
-    pub fn fingerprint(&self) -> Fingerprint {
-        Fingerprint::of_trigger(
-            "adyen_sale",
-            &serde_json::to_value(self).unwrap_or(Value::Null),
-        )
-    }
-
-    /// The sale's movement (its failure's, for `CAPTURE_FAILED`).
-    pub fn movement(&self, source: &SourceName) -> Result<Movement, String> {
-        let currency = Currency::parse(&self.currency).map_err(|e| e.to_string())?;
-        let gross = Amount::from_minor(
-            self.value,
-            crate::minor_units::adyen_exponent(currency),
-            currency,
-        )
-        .map_err(|e| e.to_string())?;
-        let occurred_at = DateTime::parse_from_rfc3339(&self.event_date)
-            .map_err(|_| format!("eventDate {:?} is not RFC 3339", self.event_date))?
-            .with_timezone(&Utc);
-        let failed = match self.event_code.as_str() {
-            "CAPTURE" => false,
-            "CAPTURE_FAILED" => true,
-            other => return Err(format!("{other} names no sale")),
-        };
-        sale(
-            source,
-            Sale {
-                capture: &self.psp_reference,
-                payment: &self.original_reference,
-                merchant_account: &self.merchant_account,
-                reference: Some(self.merchant_reference.as_str()).filter(|r| !r.is_empty()),
-                gross,
-                currency,
-                occurred_at,
-                failed,
-            },
-        )
-    }
-}
-
-/// A sale as a notification or a report line describes it.
-struct Sale<'a> {
-    capture: &'a str,
-    payment: &'a str,
-    merchant_account: &'a str,
-    reference: Option<&'a str>,
-    gross: Amount,
-    currency: Currency,
-    occurred_at: DateTime<Utc>,
-    failed: bool,
-}
-
-/// A sale's movement, keyed `{source}/sale/{capture}` (`{source}/capture_failed/{capture}` for
-/// its failure, which takes it back): the same key and fingerprint whether its notification or
-/// its report line reached it, so it is booked once, by whichever comes first. Only the money is
-/// compared (each document has its own time stamp).
-fn sale(source: &SourceName, sale: Sale<'_>) -> Result<Movement, String> {
-    let (what, kind, amount) = match sale.failed {
-        false => ("sale", Kind::ChargeSettled, sale.gross),
-        true => ("capture_failed", Kind::Adjustment, sale.gross.negated()),
-    };
-    let zero = Amount::zero(sale.currency);
-    Movement::new(MovementParts {
-        source_key: format!("{source}/{what}/{}", sale.capture),
-        id: MovementId::parse(sale.capture).map_err(|e| e.to_string())?,
-        kind,
-        counter: Counter::Sales,
-        currency: sale.currency,
-        amount,
-        fee: zero,
-        fees: Vec::new(),
-        net: amount,
-        occurred_at: sale.occurred_at,
-        payout_id: None,
-        reference: sale
-            .reference
-            .map(Reference::parse)
-            .transpose()
-            .map_err(|e| e.to_string())?,
-        details: json!({
-            "provider": "adyen",
-            "record_type": what,
-            "merchant_account": sale.merchant_account,
-            "psp_reference": sale.payment,
-            "modification_reference": sale.capture,
-            "currency": sale.currency.code(),
-            "receivable": amount.to_string(),
-            "net": zero.to_string(),
-        }),
-        provider_category: format!("adyen:{what}"),
-        legacy_source_key: None,
-        counter_amount: None,
-        compared: Compared::Money,
-    })
-    .map_err(|e| e.to_string())
-}
+use super::trigger::{Sale, sale};
 
 /// Why a report cannot be posted. Every one is the report's own (permanent): nothing of it is
 /// posted, and a person decides.
@@ -688,6 +536,7 @@ fn zone_offset_hours(abbreviation: &str) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::trigger::{AdyenSaleTrigger, notified_capture};
     use super::*;
 
     const HEADER: &str = "Company Account,Merchant Account,Psp Reference,Merchant Reference,Payment Method,Creation Date,TimeZone,Type,Modification Reference,Gross Currency,Gross Debit (GC),Gross Credit (GC),Exchange Rate,Net Currency,Net Debit (NC),Net Credit (NC),Commission (NC),Markup (NC),Scheme Fees (NC),Interchange (NC),Payment Method Variant,Modification Merchant Reference,Batch Number,Reserved4,Reserved5,Reserved6,Reserved7,Reserved8,Reserved9,Reserved10";
@@ -817,7 +666,7 @@ mod tests {
         assert!(got[1].source_key().ends_with("#2"));
     }
 
-    fn lines(draft: &crate::posting::EntryDraft) -> Vec<(String, String, String)> {
+    fn lines(draft: &ledger::posting::EntryDraft) -> Vec<(String, String, String)> {
         draft
             .lines
             .iter()
@@ -836,7 +685,7 @@ mod tests {
     #[test]
     fn a_settled_line_clears_its_sales_receivable_through_fx() {
         let source = SourceName::parse("adyen").expect("source");
-        let accounts = crate::posting::Accounts::defaults(&source);
+        let accounts = ledger::posting::Accounts::defaults(&source);
         let csv = format!(
             "{HEADER}\nC,M,8816000000000002,order-1002,mc,2026-11-30 10:02:44,CET,Settled,8816000000000102,USD,,50.00,0.92,EUR,,45.00,1.00,,,,mc,,7,,,,,,,\n"
         );
@@ -844,7 +693,12 @@ mod tests {
         let line = report.next_line().expect("a line").expect("valid");
         let payout = batch_payout("M", "7").expect("payout");
         let settlement = line.movement(&source, "7", &payout).expect("valid");
-        let draft = crate::posting::draft_movement(&settlement, &accounts);
+        assert_eq!(
+            settlement.fingerprint().to_hex(),
+            "235c39ac0935487ffdf7913948e4ea71691181c394e22dd0678a0815678c4895",
+            "the fingerprint settle has always stored for this line"
+        );
+        let draft = ledger::posting::draft_movement(&settlement, &accounts);
         assert!(draft.is_balanced());
         assert_eq!(
             lines(&draft),
@@ -862,7 +716,7 @@ mod tests {
             .expect("a Settled line's sale");
         assert_eq!(sale.source_key(), "adyen/sale/8816000000000102");
         assert_eq!(
-            lines(&crate::posting::draft_receivable(&sale, &accounts)),
+            lines(&ledger::posting::draft_receivable(&sale, &accounts)),
             [
                 ("receivables:adyen".into(), "USD".into(), "50.00".into()),
                 ("sales".into(), "USD".into(), "-50.00".into()),
@@ -870,16 +724,7 @@ mod tests {
         );
         // Its CAPTURE notification names the same sale: same key, same fingerprint, though the
         // notification has its own time and the line its own.
-        let notified = AdyenSaleTrigger {
-            event_code: "CAPTURE".into(),
-            psp_reference: "8816000000000102".into(),
-            original_reference: "8816000000000002".into(),
-            merchant_account: "M".into(),
-            merchant_reference: "order-1002".into(),
-            currency: "USD".into(),
-            value: 5_000,
-            event_date: "2026-11-29T18:00:00+01:00".into(),
-        };
+        let notified = notified_capture();
         let from_notification = notified.movement(&source).expect("a sale");
         assert_eq!(from_notification.source_key(), sale.source_key());
         assert_eq!(from_notification.fingerprint(), sale.fingerprint());
@@ -921,9 +766,9 @@ mod tests {
             movement.source_key(),
             "adyen/capture_failed/8816000000000103"
         );
-        let accounts = crate::posting::Accounts::defaults(&source);
+        let accounts = ledger::posting::Accounts::defaults(&source);
         assert_eq!(
-            lines(&crate::posting::draft_receivable(&movement, &accounts)),
+            lines(&ledger::posting::draft_receivable(&movement, &accounts)),
             [
                 ("receivables:adyen".into(), "JPY".into(), "-1500".into()),
                 ("sales".into(), "JPY".into(), "1500".into()),

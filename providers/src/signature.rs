@@ -1,10 +1,68 @@
-//! What every provider's signature check shares: HMAC-SHA256 compared in constant time after a
-//! length check, and a timestamp tolerance that holds both ways.
+//! What every provider's signature check shares: keys never printed, HMAC-SHA256 compared in
+//! constant time after a length check, a timestamp tolerance that holds both ways, and headers
+//! read as text.
+
+use std::fmt;
 
 use hmac::{Hmac, KeyInit, Mac};
+use http::HeaderMap;
 use sha2::Sha256;
 
-use crate::source::SigningKey;
+use crate::config::{Section, SectionError};
+
+/// A key derived from a secret the way the provider derives it. Never printed.
+#[derive(Clone)]
+pub struct SigningKey(Vec<u8>);
+
+impl SigningKey {
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SigningKey(<redacted>)")
+    }
+}
+
+/// Each of a source's secrets as a key, derived the provider's way (`derive` says why a secret
+/// is not one). Several secrets allow rotation; none is an error.
+pub(crate) fn signing_keys(
+    section: &Section<'_>,
+    provider: &str,
+    derive: fn(&str) -> Result<SigningKey, &'static str>,
+) -> Result<Vec<SigningKey>, SectionError> {
+    if section.secrets.is_empty() {
+        return Err(SectionError::key(
+            "secrets",
+            "at least one secret is required",
+        ));
+    }
+    section
+        .secrets
+        .iter()
+        .enumerate()
+        .map(|(index, secret)| {
+            derive(secret.expose()).map_err(|why| SectionError::secret(index, provider, why))
+        })
+        .collect()
+}
+
+/// A header's value as text; absent or not visible ASCII counts as missing.
+pub(crate) fn header<'h>(
+    headers: &'h HeaderMap,
+    name: &'static str,
+) -> Result<&'h str, SignatureError> {
+    headers
+        .get(name)
+        .and_then(|value| value.to_str().ok())
+        .ok_or(SignatureError::Missing(name))
+}
 
 /// Why a delivery is not authentic. Messages say which rule failed, never what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,7 +146,7 @@ mod tests {
 
     #[test]
     fn empty_and_truncated_tags_never_match() {
-        let key = SigningKey::for_tests(b"key");
+        let key = SigningKey::new(b"key".to_vec());
         let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(b"key").expect("mac");
         mac.update(b"msg");
         let tag = mac.finalize().into_bytes().to_vec();

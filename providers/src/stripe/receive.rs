@@ -1,6 +1,6 @@
-//! `provider = "stripe"`: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`, HMAC-SHA256 over
-//! `{t}.{raw body}` keyed with the UTF-8 bytes of the whole `whsec_...` secret. Other schemes
-//! (`v0`) are ignored. The event's `id` is its external id.
+//! Receiving a Stripe delivery: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`,
+//! HMAC-SHA256 over `{t}.{raw body}` keyed with the UTF-8 bytes of the whole `whsec_...` secret.
+//! Other schemes (`v0`) are ignored. The event's `id` is its external id.
 //!
 //! A Stripe webhook never carries the settled money: a charge's or refund's
 //! `balance_transaction` is an id (null under asynchronous capture), `charge.refunded` lists no
@@ -9,14 +9,42 @@
 //! transactions. Events of the other mode (`livemode`) and, unless the source posts Connect,
 //! events of connected accounts (`account`) are acknowledged and ignored.
 
-use axum::http::HeaderMap;
-use ledger::stripe::{StripeTrigger, Trigger};
-use ledger::{Content, ExternalId, FactsError, Fingerprint, InvalidFacts, NewEvent};
+use http::HeaderMap;
+use ledger::{Content, ExternalId, FactsError, Fingerprint, InvalidFacts, NewEvent, SourceName};
 use serde_json::{Map, Value, json};
 
-use super::signature::{SignatureError, any_matches, check_tolerance};
-use super::{Adapted, Ignore, Unparseable, header};
-use crate::source::{Connect, Source};
+use super::config::{Connect, StripeRules};
+use super::trigger::StripeTrigger;
+use crate::seam::{Adapted, Ignore, Receive, Rejection, Unparseable};
+use crate::signature::{SignatureError, SigningKey, any_matches, check_tolerance, header};
+
+/// One Stripe source's receiving half.
+#[derive(Clone, Debug)]
+pub(crate) struct Receiver {
+    pub(crate) name: SourceName,
+    pub(crate) tolerance_secs: u64,
+    pub(crate) keys: Vec<SigningKey>,
+    pub(crate) rules: StripeRules,
+}
+
+impl Receive for Receiver {
+    fn precheck(&self, headers: &HeaderMap, now: i64) -> Result<(), SignatureError> {
+        precheck(self, headers, now)
+    }
+
+    fn receive(&self, headers: &HeaderMap, body: &[u8], now: i64) -> Result<Adapted, Rejection> {
+        verify(self, headers, body, now)?;
+        Ok(adapt(self, body)?)
+    }
+}
+
+/// The key a Stripe secret signs with: the UTF-8 bytes of the whole `whsec_...` string.
+pub(crate) fn signing_key(secret: &str) -> Result<SigningKey, &'static str> {
+    if secret.is_empty() {
+        return Err("empty secret");
+    }
+    Ok(SigningKey::new(secret.as_bytes().to_vec()))
+}
 
 const HEADER: &str = "stripe-signature";
 
@@ -50,7 +78,7 @@ pub(crate) fn parse_signature_header(value: &str) -> Result<StripeSignature<'_>,
 
 /// The `Stripe-Signature` header, present, readable, its timestamp within tolerance.
 fn signature_header<'h>(
-    source: &Source,
+    source: &Receiver,
     headers: &'h HeaderMap,
     now: i64,
 ) -> Result<StripeSignature<'h>, SignatureError> {
@@ -65,7 +93,7 @@ fn signature_header<'h>(
 
 /// What can be checked before the body is read.
 pub(crate) fn precheck(
-    source: &Source,
+    source: &Receiver,
     headers: &HeaderMap,
     now: i64,
 ) -> Result<(), SignatureError> {
@@ -73,7 +101,7 @@ pub(crate) fn precheck(
 }
 
 pub(crate) fn verify(
-    source: &Source,
+    source: &Receiver,
     headers: &HeaderMap,
     body: &[u8],
     now: i64,
@@ -87,7 +115,7 @@ pub(crate) fn verify(
     }
 }
 
-pub(crate) fn adapt(source: &Source, body: &[u8]) -> Result<Adapted, Unparseable> {
+pub(crate) fn adapt(source: &Receiver, body: &[u8]) -> Result<Adapted, Unparseable> {
     let value: Value = serde_json::from_slice(body).map_err(|_| Unparseable("body is not JSON"))?;
     let event = value
         .as_object()
@@ -105,7 +133,7 @@ pub(crate) fn adapt(source: &Source, body: &[u8]) -> Result<Adapted, Unparseable
     let Some(names) = names_of(event_type) else {
         return Ok(Adapted::Ignored(Ignore::NotSettlement));
     };
-    let rules = source.stripe.unwrap_or_default();
+    let rules = source.rules;
     if event
         .get("livemode")
         .and_then(Value::as_bool)
@@ -128,7 +156,7 @@ pub(crate) fn adapt(source: &Source, body: &[u8]) -> Result<Adapted, Unparseable
         .ok_or(FactsError::Missing("data.object"))
         .and_then(|object| trigger(event_type, names, object, account))
     {
-        Ok(trigger) => Content::Named(Trigger::Stripe(trigger)),
+        Ok(trigger) => Content::Named(trigger.named()),
         Err(error) => {
             let object = object.cloned().unwrap_or_default();
             Content::Invalid(InvalidFacts {
@@ -290,26 +318,32 @@ fn text<'a>(object: &'a Map<String, Value>, field: &'static str) -> Result<&'a s
 
 #[cfg(test)]
 mod tests {
-    use ledger::SourceName;
     use proptest::prelude::*;
 
     use super::*;
-    use crate::source::{Provider, Secret, StripeRules};
 
     const SECRET: &str = "whsec_test_secret";
     const VECTOR_BODY: &str = r#"{"id":"evt_1TEST","object":"event","type":"payout.paid","pending_webhooks":1,"data":{"object":{"id":"po_1TEST","object":"payout","amount":1100,"currency":"usd","status":"paid"}}}"#;
     const VECTOR_SIGNATURE: &str =
         "f26af5d3ee96e1fb1709c4ce1be19980181bba38547e54d061fc72650354adf2";
 
-    fn source(secrets: &[&str]) -> Source {
-        let secrets: Vec<Secret> = secrets.iter().map(|s| Secret::new(*s)).collect();
-        Source::new(
-            SourceName::parse("stripe").expect("name"),
-            Provider::Stripe,
-            &secrets,
-            300,
-        )
-        .expect("source")
+    fn source(secrets: &[&str]) -> Receiver {
+        Receiver {
+            name: SourceName::parse("stripe").expect("name"),
+            tolerance_secs: 300,
+            keys: secrets
+                .iter()
+                .map(|s| signing_key(s).expect("a valid secret"))
+                .collect(),
+            rules: StripeRules::default(),
+        }
+    }
+
+    impl Receiver {
+        fn with_stripe(mut self, rules: StripeRules) -> Self {
+            self.rules = rules;
+            self
+        }
     }
 
     fn headers(value: &str) -> HeaderMap {
@@ -387,13 +421,12 @@ mod tests {
     }
 
     /// The trigger an event adapts to, or why it was not recorded.
-    fn adapted(source: &Source, body: &Value) -> Result<StripeTrigger, String> {
+    fn adapted(source: &Receiver, body: &Value) -> Result<StripeTrigger, String> {
         match adapt(source, body.to_string().as_bytes()) {
             Ok(Adapted::Events(events)) => match &events[0].content {
-                Content::Named(Trigger::Stripe(trigger)) => Ok(trigger.clone()),
+                Content::Named(named) => StripeTrigger::from_trigger(&named.trigger),
                 Content::Invalid(invalid) => Err(format!("invalid: {}", invalid.error)),
                 Content::Valid(_) => Err("canonical facts".into()),
-                Content::Named(other) => Err(format!("another provider's trigger: {other:?}")),
             },
             Ok(Adapted::Ignored(why)) => Err(format!("ignored: {}", why.as_str())),
             Err(error) => Err(format!("unparseable: {error}")),

@@ -1,18 +1,49 @@
-//! `provider = "standard"`: the canonical settlement schema (README.md, `standard`) signed with Standard
-//! Webhooks: HMAC-SHA256 over `{id}.{timestamp}.{body}`, keyed with the base64 secret after
-//! `whsec_`, sent base64 as a space-separated list of `v1,<sig>`. `webhook-*` and Svix's
-//! `svix-*` headers are both accepted.
+//! Receiving a `standard` delivery: the canonical settlement schema (README.md, `standard`)
+//! signed with Standard Webhooks: HMAC-SHA256 over `{id}.{timestamp}.{body}`, keyed with the
+//! base64 secret after `whsec_`, sent base64 as a space-separated list of `v1,<sig>`.
+//! `webhook-*` and Svix's `svix-*` headers are both accepted.
 
-use axum::http::HeaderMap;
 use base64::Engine;
+use http::HeaderMap;
 use ledger::{
     Content, ExternalId, FactsError, Fingerprint, InvalidFacts, Kind, NewEvent, SettlementEvent,
+    SourceName,
 };
 use serde_json::{Value, json};
 
-use super::signature::{SignatureError, any_matches, check_tolerance};
-use super::{Adapted, Ignore, Unparseable, header};
-use crate::source::Source;
+use crate::seam::{Adapted, Ignore, Receive, Rejection, Unparseable};
+use crate::signature::{SignatureError, SigningKey, any_matches, check_tolerance, header};
+
+/// One `standard` source's receiving half.
+#[derive(Debug)]
+pub(crate) struct Receiver {
+    pub(crate) name: SourceName,
+    pub(crate) tolerance_secs: u64,
+    pub(crate) keys: Vec<SigningKey>,
+}
+
+impl Receive for Receiver {
+    fn precheck(&self, headers: &HeaderMap, now: i64) -> Result<(), SignatureError> {
+        precheck(self, headers, now)
+    }
+
+    fn receive(&self, headers: &HeaderMap, body: &[u8], now: i64) -> Result<Adapted, Rejection> {
+        let message_id = verify(self, headers, body, now)?;
+        Ok(adapt(self, message_id, body)?)
+    }
+}
+
+/// The key a Standard Webhooks secret signs with: base64 after an optional `whsec_` prefix.
+pub(crate) fn signing_key(secret: &str) -> Result<SigningKey, &'static str> {
+    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(|_| "expected whsec_ followed by base64")?;
+    if key.is_empty() {
+        return Err("empty key");
+    }
+    Ok(SigningKey::new(key))
+}
 
 const HEADER_SETS: [[&str; 3]; 2] = [
     ["webhook-id", "webhook-timestamp", "webhook-signature"],
@@ -23,7 +54,7 @@ const HEADER_SETS: [[&str; 3]; 2] = [
 /// The signing headers (`webhook-*` or `svix-*`): the message id, the timestamp as sent, the
 /// signature list; present, readable, and the timestamp within tolerance.
 fn signing_headers<'h>(
-    source: &Source,
+    source: &Receiver,
     headers: &'h HeaderMap,
     now: i64,
 ) -> Result<(&'h str, &'h str, &'h str), SignatureError> {
@@ -43,7 +74,7 @@ fn signing_headers<'h>(
 
 /// What can be checked before the body is read.
 pub(crate) fn precheck(
-    source: &Source,
+    source: &Receiver,
     headers: &HeaderMap,
     now: i64,
 ) -> Result<(), SignatureError> {
@@ -51,7 +82,7 @@ pub(crate) fn precheck(
 }
 
 pub(crate) fn verify<'h>(
-    source: &Source,
+    source: &Receiver,
     headers: &'h HeaderMap,
     body: &[u8],
     now: i64,
@@ -82,7 +113,7 @@ pub(crate) fn parse_signatures(list: &str) -> Vec<Vec<u8>> {
 /// Reads an authentic delivery: `settlement.<kind>` types become one event, other types are
 /// ignored, and facts that do not validate are kept as received with their error.
 pub(crate) fn adapt(
-    source: &Source,
+    source: &Receiver,
     message_id: &str,
     body: &[u8],
 ) -> Result<Adapted, Unparseable> {
@@ -130,21 +161,19 @@ pub(crate) fn adapt(
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
-    use ledger::SourceName;
+    use http::HeaderValue;
 
     use super::*;
-    use crate::source::{Provider, Secret};
 
-    fn source(secrets: &[&str]) -> Source {
-        let secrets: Vec<Secret> = secrets.iter().map(|s| Secret::new(*s)).collect();
-        Source::new(
-            SourceName::parse("std").expect("name"),
-            Provider::Standard,
-            &secrets,
-            300,
-        )
-        .expect("source")
+    fn source(secrets: &[&str]) -> Receiver {
+        Receiver {
+            name: SourceName::parse("std").expect("name"),
+            tolerance_secs: 300,
+            keys: secrets
+                .iter()
+                .map(|s| signing_key(s).expect("a valid secret"))
+                .collect(),
+        }
     }
 
     fn headers(prefix: &str, id: &str, timestamp: &str, signature: &str) -> HeaderMap {
@@ -154,7 +183,7 @@ mod tests {
             ("timestamp", timestamp),
             ("signature", signature),
         ] {
-            let name: axum::http::HeaderName = format!("{prefix}-{name}").parse().expect("name");
+            let name: http::HeaderName = format!("{prefix}-{name}").parse().expect("name");
             headers.insert(name, HeaderValue::from_str(value).expect("value"));
         }
         headers
@@ -259,7 +288,7 @@ mod tests {
         );
     }
 
-    fn source_with(secret: &str) -> Source {
+    fn source_with(secret: &str) -> Receiver {
         source(&[secret])
     }
 
@@ -277,6 +306,13 @@ mod tests {
                 .collect();
             let parsed = parse_signatures(&list.join(" "));
             proptest::prop_assert_eq!(parsed, sigs.iter().map(|s| s.to_vec()).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn bad_secrets_are_refused() {
+        for bad in ["whsec_!!!", "whsec_", ""] {
+            assert!(signing_key(bad).is_err(), "{bad}");
         }
     }
 

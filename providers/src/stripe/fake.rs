@@ -22,14 +22,14 @@ use tokio_util::sync::CancellationToken;
 /// A fixture from `fixtures/stripe`, without its `_source` note.
 pub fn fixture(name: &str) -> Value {
     let text = match name {
-        "balance_transaction" => include_str!("../../fixtures/stripe/balance_transaction.json"),
-        "charge" => include_str!("../../fixtures/stripe/charge.json"),
-        "refund" => include_str!("../../fixtures/stripe/refund.json"),
-        "dispute" => include_str!("../../fixtures/stripe/dispute.json"),
-        "payout" => include_str!("../../fixtures/stripe/payout.json"),
-        "event" => include_str!("../../fixtures/stripe/event.json"),
-        "list" => include_str!("../../fixtures/stripe/list.json"),
-        "error" => include_str!("../../fixtures/stripe/error.json"),
+        "balance_transaction" => include_str!("../../../fixtures/stripe/balance_transaction.json"),
+        "charge" => include_str!("../../../fixtures/stripe/charge.json"),
+        "refund" => include_str!("../../../fixtures/stripe/refund.json"),
+        "dispute" => include_str!("../../../fixtures/stripe/dispute.json"),
+        "payout" => include_str!("../../../fixtures/stripe/payout.json"),
+        "event" => include_str!("../../../fixtures/stripe/event.json"),
+        "list" => include_str!("../../../fixtures/stripe/list.json"),
+        "error" => include_str!("../../../fixtures/stripe/error.json"),
         other => panic!("no Stripe fixture {other:?}"),
     };
     let mut value: Value = serde_json::from_str(text).expect("fixtures are JSON");

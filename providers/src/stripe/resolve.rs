@@ -1,58 +1,46 @@
-//! Resolving an event to the movements it names, through its provider's API, outside any
-//! transaction: the fetched facts are checked and drafted into entries by the posting rules, and
-//! the store posts them (each by its key, so fetching twice is harmless).
+//! Resolving a Stripe event to the balance transactions it names, through Stripe's API, outside
+//! any transaction: the fetched facts are checked and drafted into entries by the posting rules,
+//! and the store posts them (each by its key, so fetching twice is harmless).
 
 use std::collections::HashSet;
 
-use ledger::adyen::AdyenSaleTrigger;
-use ledger::job::ProviderError;
-use ledger::movement::{MovementEntry, Resolved};
+use futures::future::BoxFuture;
 use ledger::posting::{self, Accounts};
-use ledger::stripe::{self, BalanceTransaction, StripeTrigger};
-use ledger::{PayoutId, PostError, PostingRules, SourceName};
+use ledger::resolved::{MovementEntry, Resolved};
+use ledger::trigger::Trigger;
+use ledger::{PayoutId, PostError, ProviderError, SourceName};
 use serde_json::Value;
 
-use super::ProviderApis;
-use super::stripe::StripeApi;
+use super::api::StripeApi;
+use super::balance_transaction::{self, BalanceTransaction};
+use super::trigger::StripeTrigger;
+use crate::budget::Budget;
+use crate::seam::{Resolution, Resolve};
 
-/// An Adyen sale (or its failure) as its notification names it: no call to make, one movement,
-/// a receivable in the shopper's currency that the report's `Settled` line clears.
-pub(crate) fn resolve_sale(
-    rules: &PostingRules,
-    source: &SourceName,
-    trigger: &AdyenSaleTrigger,
-) -> Result<Resolved, PostError> {
-    let movement = trigger.movement(source).map_err(|error| {
-        ProviderError::Facts(format!(
-            "{} {}: {error}",
-            trigger.event_code, trigger.psp_reference
-        ))
-    })?;
-    let draft = posting::draft_receivable(&movement, &rules.accounts(source));
-    Ok(Resolved {
-        entries: vec![MovementEntry::new(movement, draft)],
-        payout: None,
-        partial: false,
-    })
+/// One Stripe source's resolving half: its API client.
+#[derive(Debug)]
+pub(crate) struct Resolver {
+    pub(crate) api: StripeApi,
 }
 
-/// Fetches what a Stripe `trigger` names and drafts an entry for each movement.
-pub(crate) async fn resolve(
-    apis: &ProviderApis,
-    rules: &PostingRules,
-    source: &SourceName,
-    trigger: &StripeTrigger,
-) -> Result<Resolved, PostError> {
-    let api = apis
-        .stripe(source)
-        .ok_or_else(|| ProviderError::NotConfigured(source.to_string()))?;
-    let transactions = fetch(api, trigger).await?;
-    Ok(draft(
-        source,
-        &rules.accounts(source),
-        trigger,
-        &transactions,
-    )?)
+impl Resolve for Resolver {
+    fn resolve<'a>(
+        &'a self,
+        trigger: &'a Trigger,
+        accounts: &'a Accounts,
+    ) -> BoxFuture<'a, Result<Resolution, PostError>> {
+        Box::pin(async move {
+            let trigger =
+                StripeTrigger::from_trigger(trigger).map_err(PostError::CorruptEvent)?;
+            let transactions = fetch(&self.api, &trigger).await?;
+            let resolved = draft(self.api.source(), accounts, &trigger, &transactions)?;
+            Ok(Resolution::Whole(resolved))
+        })
+    }
+
+    fn budget(&self) -> Option<&Budget> {
+        Some(self.api.budget())
+    }
 }
 
 /// Every balance transaction the trigger names, each once, in the order named: those named by
@@ -152,7 +140,7 @@ fn draft(
     };
     let mut entries = Vec::with_capacity(transactions.len());
     for transaction in transactions {
-        let movement = stripe::movement(source, account, transaction).map_err(|error| {
+        let movement = balance_transaction::movement(source, account, transaction).map_err(|error| {
             ProviderError::Facts(format!("balance transaction {}: {error}", transaction.id))
         })?;
         if movement.is_zero() {

@@ -7,15 +7,16 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use ledger::SourceName;
-use ledger::job::ProviderError;
-use ledger::stripe::BalanceTransaction;
-use reqwest::{StatusCode, Url};
+use ledger::{ProviderError, SourceName};
+use reqwest::Url;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::Budget;
+use super::balance_transaction::BalanceTransaction;
+use super::config::ApiSettings;
+use crate::budget::Budget;
+use crate::http::{classify, retry_after_ms, without_url};
 
 /// The API version every request pins (`Stripe-Version`), so the shapes settle reads do not
 /// change under it when the account's default version moves: the version Stripe's own Node
@@ -47,24 +48,6 @@ impl fmt::Debug for ApiKey {
     }
 }
 
-/// How a worker reaches one Stripe source's API.
-#[derive(Clone, Debug)]
-pub struct StripeApiSettings {
-    pub source: SourceName,
-    /// A restricted key with read access to balance transactions, charges, refunds, disputes
-    /// and payouts.
-    pub api_key: ApiKey,
-    /// `https://api.stripe.com`, or a proxy's (or a test's) address.
-    pub api_base: String,
-    /// Requests per second the whole fleet may send for this source, in all and to any one
-    /// endpoint.
-    pub requests_per_sec: u32,
-    pub endpoint_requests_per_sec: u32,
-    /// Longest wait for a connection, and for a whole request (answer read included).
-    pub connect_timeout_ms: u64,
-    pub request_timeout_ms: u64,
-}
-
 /// One source's client.
 #[derive(Debug)]
 pub struct StripeApi {
@@ -92,49 +75,30 @@ struct Refund {
     failure_balance_transaction: Option<Value>,
 }
 
-/// Why a source's client could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiSetupError {
-    #[error("source {source_name}: api_base {base:?} is not an http(s) URL")]
-    Base {
-        source_name: SourceName,
-        base: String,
-    },
-    #[error("source {source_name}: cannot build the HTTP client: {error}")]
-    Client {
-        source_name: SourceName,
-        error: reqwest::Error,
-    },
-}
-
 impl StripeApi {
-    pub fn new(settings: StripeApiSettings) -> Result<Self, ApiSetupError> {
+    /// The client of `source`'s API: `api_base` must be an http(s) URL (the error says so, for
+    /// the key `api_base`).
+    pub fn new(source: SourceName, key: ApiKey, settings: &ApiSettings) -> Result<Self, String> {
         let base = Url::parse(&settings.api_base)
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
-            .ok_or_else(|| ApiSetupError::Base {
-                source_name: settings.source.clone(),
-                base: settings.api_base.clone(),
-            })?;
+            .ok_or_else(|| format!("api_base {:?} is not an http(s) URL", settings.api_base))?;
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(settings.connect_timeout_ms))
             .timeout(Duration::from_millis(settings.request_timeout_ms))
             .user_agent(concat!("settle/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|error| ApiSetupError::Client {
-                source_name: settings.source.clone(),
-                error,
-            })?;
+            .map_err(|error| format!("cannot build the HTTP client: {error}"))?;
         Ok(Self {
             http,
             base,
-            key: settings.api_key,
+            key,
             budget: Budget::new(
-                settings.source.as_str(),
+                source.as_str(),
                 settings.requests_per_sec,
                 settings.endpoint_requests_per_sec,
             ),
-            source: settings.source,
+            source,
         })
     }
 
@@ -352,36 +316,6 @@ impl StripeApi {
     }
 }
 
-/// What an unsuccessful status means for the job.
-pub(super) fn classify(
-    status: StatusCode,
-    endpoint: &str,
-    message: String,
-    retry_after_ms: Option<u64>,
-) -> ProviderError {
-    match status {
-        StatusCode::TOO_MANY_REQUESTS => ProviderError::RateLimited { retry_after_ms },
-        // A conflict with a concurrent request on Stripe's side (its libraries retry it).
-        StatusCode::CONFLICT => ProviderError::Unavailable {
-            detail: format!("{endpoint}: HTTP 409: {message}"),
-            retry_after_ms,
-        },
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ProviderError::Auth {
-            status: status.as_u16(),
-        },
-        StatusCode::NOT_FOUND => ProviderError::NotFound {
-            what: format!("{endpoint} ({message})"),
-        },
-        status if status.is_server_error() => ProviderError::Unavailable {
-            detail: format!("{endpoint}: HTTP {}: {message}", status.as_u16()),
-            retry_after_ms,
-        },
-        status => {
-            ProviderError::Response(format!("{endpoint}: HTTP {}: {message}", status.as_u16()))
-        }
-    }
-}
-
 /// Stripe's error message (`{"error": {"message": ...}}`), shortened; never the request.
 fn error_message(body: &[u8]) -> String {
     serde_json::from_slice::<Value>(body)
@@ -400,26 +334,6 @@ fn should_retry(headers: &reqwest::header::HeaderMap) -> Option<bool> {
         "false" => Some(false),
         _ => None,
     }
-}
-
-/// `Retry-After` in seconds (Stripe sends whole seconds), capped at five minutes.
-pub(super) fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<u64> {
-    let secs: u64 = headers
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(secs.min(300) * 1_000)
-}
-
-/// A network error's text without its URL (which carries ids, and never the key, but keeps the
-/// logs short).
-pub(super) fn without_url(error: reqwest::Error) -> String {
-    let mut text = error.without_url().to_string();
-    text.truncate(200);
-    text
 }
 
 /// An id as one URL path segment: Stripe's ids are letters, digits and `_` (`-` is let through).
@@ -442,30 +356,6 @@ fn segment(id: &str) -> Result<&str, ProviderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn statuses_are_classified() {
-        let check = |status: u16, want: &str| {
-            let error = classify(
-                StatusCode::from_u16(status).expect("status"),
-                "balance_transaction",
-                "m".into(),
-                Some(2_000),
-            );
-            assert_eq!(error.code(), want, "{status}");
-        };
-        check(429, "provider_rate_limited");
-        check(500, "provider_unavailable");
-        check(503, "provider_unavailable");
-        check(401, "provider_auth");
-        check(403, "provider_auth");
-        check(404, "provider_not_found");
-        check(400, "provider_response");
-        check(409, "provider_unavailable");
-        let limited = classify(StatusCode::TOO_MANY_REQUESTS, "x", "m".into(), Some(2_000));
-        assert_eq!(limited.retry_after_ms(), Some(2_000));
-        assert!(limited.is_transient());
-    }
 
     #[test]
     fn ids_must_be_one_path_segment() {

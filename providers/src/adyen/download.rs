@@ -7,11 +7,10 @@ use std::fmt;
 use std::io::Write;
 use std::time::Duration;
 
-use ledger::SourceName;
-use ledger::job::ProviderError;
+use ledger::{ProviderError, SourceName};
 use reqwest::Url;
 
-use super::stripe::{classify, retry_after_ms, without_url};
+use crate::http::{classify, retry_after_ms, without_url};
 
 /// How a report download authenticates.
 #[derive(Clone)]
@@ -68,7 +67,7 @@ impl ReportHost {
 
 /// One Adyen source's report downloads.
 #[derive(Clone, Debug)]
-pub struct AdyenReportSettings {
+pub struct ReportSettings {
     pub source: SourceName,
     pub auth: ReportAuth,
     pub hosts: Vec<ReportHost>,
@@ -76,17 +75,14 @@ pub struct AdyenReportSettings {
     pub timeout_ms: u64,
 }
 
-/// The hosts Adyen serves reports from.
-pub const ADYEN_REPORT_HOSTS: [&str; 2] = ["ca-live.adyen.com", "ca-test.adyen.com"];
-
 #[derive(Debug)]
 pub struct AdyenReports {
     http: reqwest::Client,
-    settings: AdyenReportSettings,
+    settings: ReportSettings,
 }
 
 impl AdyenReports {
-    pub fn new(settings: AdyenReportSettings) -> Result<Self, reqwest::Error> {
+    pub fn new(settings: ReportSettings) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(settings.timeout_ms.min(10_000)))
             .timeout(Duration::from_millis(settings.timeout_ms))

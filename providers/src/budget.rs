@@ -1,9 +1,9 @@
-//! A source's request budget, shared by the fleet. Stripe limits an account's requests per
-//! second as a whole (100 in live mode, 25 in test mode) and, unless it says otherwise, per
-//! endpoint (25: every retrieval of a balance transaction is one endpoint, whatever its id), so
-//! a budget has both. Each worker process takes an equal share of them by the number of worker
-//! processes alive (read from the queue's heartbeats), so the fleet as a whole stays within
-//! them. A request waits for its turn on both (governor's GCRA limiters); the wait is measured.
+//! A source's request budget, shared by the fleet. Providers limit an account's requests per
+//! second as a whole and, often, per endpoint (every retrieval of one kind of object is one
+//! endpoint, whatever its id), so a budget has both. Each worker process takes an equal share of
+//! them by the number of worker processes alive (read from the queue's heartbeats), so the fleet
+//! as a whole stays within them. A request waits for its turn on both (governor's GCRA
+//! limiters); the wait is measured.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn the_fleet_shares_the_budget() {
-        let budget = Budget::new("stripe", 100, 25);
+        let budget = Budget::new("cards", 100, 25);
         assert_eq!(budget.per_sec(), (100, 25));
         budget.set_workers(4);
         assert_eq!(budget.per_sec(), (25, 6));
@@ -159,7 +159,7 @@ mod tests {
 
     #[tokio::test]
     async fn requests_beyond_an_endpoints_share_wait_for_their_turn() {
-        let budget = Budget::new("stripe", 1_000, 20);
+        let budget = Budget::new("cards", 1_000, 20);
         let started = Instant::now();
         for _ in 0..12 {
             budget.acquire("balance_transaction").await;
@@ -174,14 +174,14 @@ mod tests {
 
     #[tokio::test]
     async fn each_endpoint_has_its_own_share_within_the_whole() {
-        let budget = Budget::new("stripe", 1_000, 1);
+        let budget = Budget::new("cards", 1_000, 1);
         budget.acquire("balance_transaction").await;
         assert!(
             !budget.try_acquire("balance_transaction"),
             "its one a second is spent"
         );
         assert!(budget.try_acquire("refunds"), "another endpoint's is not");
-        let whole = Budget::new("stripe", 1, 1_000);
+        let whole = Budget::new("cards", 1, 1_000);
         whole.acquire("balance_transaction").await;
         assert!(
             !whole.try_acquire("refunds"),

@@ -1,119 +1,29 @@
-//! Stripe's money, in Stripe's words. A webhook only names the money: a charge's or refund's
-//! `balance_transaction` is an id, a payout's items are listed by the API. What a webhook names
-//! is kept as the event's facts ([`StripeTrigger`]); the job fetches the balance transactions
-//! and posts each as one entry ([`movement`]), keyed by its `txn_...` id, however many events
-//! (and payout listings) reach it.
+//! Stripe's money, in Stripe's words: the balance transaction is the movement. A webhook only
+//! names the money (a charge's or refund's `balance_transaction` is an id, a payout's items are
+//! listed by the API); the job fetches the balance transactions and posts each as one entry
+//! ([`movement`]), keyed by its `txn_...` id, however many events (and payout listings) reach it.
 
 use chrono::DateTime;
+use ledger::minor_units::Exponents;
+use ledger::movement::{Counter, Fee, FeeType, Movement, MovementError, MovementParts};
+use ledger::posting;
+use ledger::{Amount, Currency, Kind, MovementId, PayoutId, Reference, SourceName};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::event::Kind;
-use crate::fingerprint::Fingerprint;
-use crate::ids::{MovementId, PayoutId, Reference, SourceName};
-use crate::minor_units::stripe_exponent;
-use crate::money::{Amount, Currency};
-use crate::movement::{Counter, Fee, FeeType, Movement, MovementError, MovementParts};
-use crate::posting;
+/// Stripe's exponent table (docs.stripe.com/currencies): zero-decimal currencies, three-decimal
+/// ones, and ISK, which Stripe still counts in hundredths for backwards compatibility (so it is
+/// in neither list). Everything else has two decimals.
+pub const EXPONENTS: Exponents = Exponents {
+    zero: &[
+        "BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV",
+        "XAF", "XOF", "XPF",
+    ],
+    three: &["BHD", "JOD", "KWD", "OMR", "TND"],
+};
 
-/// What a Stripe webhook names, kept as its event's facts. The job resolves it through the API:
-/// the balance transactions named by id are fetched, those embedded (a dispute's) are used as
-/// sent when complete, a charge's refunds and an automatic payout's balance transactions are
-/// listed to the end.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StripeTrigger {
-    /// `event.type`, e.g. `charge.succeeded`.
-    pub event_type: String,
-    /// `data.object.id`.
-    pub object: String,
-    /// `event.account`: the connected account the event is about (Connect), when it is posted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub account: Option<String>,
-    /// Balance transactions the object names by id, in the order it names them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub balance_transactions: Vec<String>,
-    /// Balance transactions the object embeds whole (a dispute's), as sent.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub embedded: Vec<Value>,
-    /// A charge whose refunds are listed (`charge.refunded` carries none since API 2022-11-15).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refunds_of_charge: Option<String>,
-    /// An automatic payout whose balance transactions are listed and tied to it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payout_listing: Option<String>,
-}
-
-impl StripeTrigger {
-    /// SHA-256 over the trigger in canonical JSON: a redelivery names the same things.
-    pub fn fingerprint(&self) -> Fingerprint {
-        Fingerprint::of_trigger("stripe", &self.to_value())
-    }
-
-    fn to_value(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-}
-
-/// An event's facts when its webhook only names the money: the job resolves them through the
-/// provider's API. Stored as `{"stripe": {...}}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase", deny_unknown_fields)]
-pub enum Trigger {
-    Stripe(StripeTrigger),
-    /// An Adyen settlement details report to download and post line by line.
-    #[serde(rename = "adyen_report")]
-    AdyenReport(crate::adyen::AdyenReportTrigger),
-    /// An Adyen sale (or its failure) to book as a receivable, resolved without a call.
-    #[serde(rename = "adyen_sale")]
-    AdyenSale(crate::adyen::AdyenSaleTrigger),
-}
-
-/// The keys a stored trigger is found by.
-pub const TRIGGER_KEYS: [&str; 3] = ["stripe", "adyen_report", "adyen_sale"];
-
-impl Trigger {
-    /// Reads stored facts; `None` when they are canonical settlement facts instead.
-    pub fn from_stored(facts: &Value) -> Option<Result<Trigger, String>> {
-        let object = facts.as_object()?;
-        TRIGGER_KEYS
-            .iter()
-            .any(|key| object.contains_key(*key))
-            .then(|| {
-                serde_json::from_value(facts.clone()).map_err(|e| format!("stored trigger: {e}"))
-            })
-    }
-
-    pub fn to_stored(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-
-    pub fn fingerprint(&self) -> Fingerprint {
-        match self {
-            Trigger::Stripe(trigger) => trigger.fingerprint(),
-            Trigger::AdyenReport(trigger) => trigger.fingerprint(),
-            Trigger::AdyenSale(trigger) => trigger.fingerprint(),
-        }
-    }
-
-    /// The provider's event type, stored as the event's kind.
-    pub fn kind(&self) -> &str {
-        match self {
-            Trigger::Stripe(trigger) => &trigger.event_type,
-            Trigger::AdyenReport(_) => "REPORT_AVAILABLE",
-            Trigger::AdyenSale(trigger) => &trigger.event_code,
-        }
-    }
-
-    /// The provider object the event is about, stored as the event's movement id.
-    pub fn object(&self) -> &str {
-        match self {
-            Trigger::Stripe(trigger) => &trigger.object,
-            Trigger::AdyenReport(trigger) => &trigger.file,
-            Trigger::AdyenSale(trigger) => &trigger.psp_reference,
-        }
-    }
-}
+/// The fee part that is Stripe's own processing fee: booked to the source's fee account itself.
+const STRIPE_FEE: &str = "stripe_fee";
 
 /// A Stripe balance transaction as the API returns it (`GET /v1/balance_transactions/{id}`).
 /// Fields settle does not use are ignored.
@@ -236,8 +146,12 @@ pub fn movement(
                 found,
             });
         }
+        let fee_type = match detail.fee_type.as_str() {
+            STRIPE_FEE => FeeType::providers_own(STRIPE_FEE),
+            other => FeeType::parse(other),
+        };
         fees.push(Fee {
-            fee_type: FeeType::parse(&detail.fee_type).map_err(|e| MovementError::Field {
+            fee_type: fee_type.map_err(|e| MovementError::Field {
                 field: "fee_details.type",
                 detail: e.to_string(),
             })?,
@@ -306,7 +220,7 @@ pub fn movement(
         provider_category: transaction.category().to_owned(),
         legacy_source_key,
         counter_amount: None,
-        compared: crate::movement::Compared::Everything,
+        compared: ledger::movement::Compared::Everything,
     })
 }
 
@@ -337,7 +251,7 @@ fn currency_of(code: &str, field: &'static str) -> Result<Currency, MovementErro
 }
 
 fn minor(value: i64, currency: Currency, field: &'static str) -> Result<Amount, MovementError> {
-    Amount::from_minor(value, stripe_exponent(currency), currency).map_err(|e| {
+    EXPONENTS.amount(value, currency).map_err(|e| {
         MovementError::Field {
             field,
             detail: e.to_string(),
@@ -434,19 +348,48 @@ mod tests {
     }
 
     #[test]
-    fn stored_triggers_round_trip_and_canonical_facts_are_not_triggers() {
-        let trigger = Trigger::Stripe(StripeTrigger {
-            event_type: "charge.succeeded".into(),
-            object: "ch_1".into(),
-            account: None,
-            balance_transactions: vec!["txn_1".into()],
-            embedded: vec![],
-            refunds_of_charge: None,
-            payout_listing: None,
-        });
-        let stored = trigger.to_stored();
-        assert_eq!(stored["stripe"]["object"], "ch_1");
-        assert_eq!(Trigger::from_stored(&stored), Some(Ok(trigger)));
-        assert_eq!(Trigger::from_stored(&json!({"kind": "fee"})), None);
+    fn stripes_exponent_table_converts_exactly() {
+        let cases: &[(i64, &str, Option<&str>)] = &[
+            (1100, "USD", Some("11.00")),
+            (500, "JPY", Some("500")),
+            (1230, "KWD", Some("1.230")),
+            (500, "ISK", Some("5")),
+            (550, "ISK", None),
+            (150, "MGA", Some("150.00")),
+            (10000, "IDR", Some("100.00")),
+            (1500, "CLP", Some("1500")),
+        ];
+        for &(minor, code, want) in cases {
+            let got = EXPONENTS.amount(minor, Currency::parse(code).expect("currency"));
+            assert_eq!(got.ok().map(|a| a.to_string()).as_deref(), want, "{minor} {code}");
+        }
     }
+
+    /// The movement's fingerprint is what settle has always stored for it, and Stripe's own fee
+    /// goes to the fee account itself while other parts get their own.
+    #[test]
+    fn a_movement_keeps_its_fingerprint_and_stripes_fee_its_account() {
+        let movement = movement(&source(), None, &transaction(CHARGE)).expect("valid");
+        assert_eq!(movement.fingerprint().to_hex(), GOLDEN_MOVEMENT);
+        let accounts = ledger::Accounts::defaults(&source());
+        let draft = ledger::posting::draft_movement(&movement, &accounts);
+        let lines: Vec<(String, String)> = draft
+            .lines
+            .iter()
+            .map(|l| (l.account.clone(), l.amount.to_string()))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("stripe:balance".to_owned(), "96.80".to_owned()),
+                ("fees:stripe".to_owned(), "2.90".to_owned()),
+                ("fees:stripe:tax".to_owned(), "0.30".to_owned()),
+                ("sales".to_owned(), "-100.00".to_owned()),
+            ]
+        );
+    }
+
+    /// The fingerprint settle has always stored for `CHARGE`.
+    const GOLDEN_MOVEMENT: &str =
+        "8318ae4db4ff9432875b8e68773c754742e6fe336cc0e3ffc32c847d4f1ce798";
 }

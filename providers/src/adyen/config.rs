@@ -1,0 +1,198 @@
+//! An Adyen source's own keys (README.md, `adyen`), read and checked.
+
+use serde::{Deserialize, Serialize};
+
+use super::download::{ReportAuth, ReportHost, ReportSettings};
+use crate::config::{Key, Section, SectionError};
+
+/// Every key an Adyen source's table may hold beside settle's own.
+pub(super) const KEYS: &[Key] = &[
+    Key::plain("money_from"),
+    Key::plain("report_user"),
+    Key::variable("report_user_env"),
+    Key::secret("report_password"),
+    Key::variable("report_password_env"),
+    Key::secret("api_key"),
+    Key::variable("api_key_env"),
+    Key::plain("report_hosts"),
+    Key::plain("report_bytes_max"),
+    Key::plain("report_timeout_ms"),
+];
+
+/// The hosts Adyen serves reports from.
+pub const REPORT_HOSTS: [&str; 2] = ["ca-live.adyen.com", "ca-test.adyen.com"];
+/// A settlement details report is about 300 bytes a line: a million lines fit.
+const REPORT_BYTES_MAX: u64 = 512 * 1024 * 1024;
+const REPORT_TIMEOUT_MS: u64 = 300_000;
+
+/// Where an Adyen source's money comes from: exactly one of the two, so nothing is booked twice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MoneyFrom {
+    /// `CAPTURE`, `REFUND`, `CHARGEBACK`... post their amounts (no fees, the shopper's
+    /// currency); `REPORT_AVAILABLE` is acknowledged and not recorded.
+    #[default]
+    Notifications,
+    /// Settlement details reports post every line (fees, settlement currency, payouts); the
+    /// money notifications are acknowledged and not recorded.
+    Reports,
+}
+
+/// Reads and checks every key; answers where the money comes from.
+pub(super) fn money_from(section: &Section<'_>) -> Result<MoneyFrom, SectionError> {
+    let user = section.is_set("report_user") || section.is_set("report_user_env");
+    let password = section.is_set("report_password") || section.is_set("report_password_env");
+    let key = section.is_set("api_key") || section.is_set("api_key_env");
+    if (user || password) && key {
+        return Err(SectionError::key(
+            "api_key_env",
+            "report downloads authenticate with report_user_env and report_password_env, or with api_key_env, not both",
+        ));
+    }
+    let both = |a: &str, b: &str| section.is_set(a) && section.is_set(b);
+    if user != password
+        || both("report_user", "report_user_env")
+        || both("report_password", "report_password_env")
+        || both("api_key", "api_key_env")
+    {
+        return Err(SectionError::key(
+            "report_user",
+            "a report user needs one of report_user / report_user_env and one of report_password / report_password_env",
+        ));
+    }
+    hosts(section)?;
+    for limit in ["report_bytes_max", "report_timeout_ms"] {
+        if section.get::<u64>(limit)? == Some(0) {
+            return Err(SectionError::key(limit, "report limits must be positive"));
+        }
+    }
+    let money_from = section.get::<MoneyFrom>("money_from")?;
+    if (user || key) && money_from != Some(MoneyFrom::Reports) {
+        return Err(SectionError::key(
+            "money_from",
+            "report credentials are set but money_from is not \"reports\": set money_from = \"reports\" (the money notifications are then not booked, so nothing is booked twice)",
+        ));
+    }
+    if money_from == Some(MoneyFrom::Reports) && !(user || key) {
+        return Err(SectionError::key(
+            "money_from",
+            "money_from = \"reports\" needs report credentials (report_user_env + report_password_env, or api_key_env) to download the reports",
+        ));
+    }
+    Ok(money_from.unwrap_or_default())
+}
+
+/// The hosts reports may be downloaded from: the source's, or Adyen's.
+fn hosts(section: &Section<'_>) -> Result<Vec<ReportHost>, SectionError> {
+    match section.get::<Vec<String>>("report_hosts")? {
+        None => Ok(REPORT_HOSTS
+            .iter()
+            .filter_map(|h| ReportHost::parse(h))
+            .collect()),
+        Some(hosts) => hosts
+            .iter()
+            .map(|host| {
+                ReportHost::parse(host).ok_or_else(|| {
+                    SectionError::key(
+                        "report_hosts",
+                        format!(
+                            "report_hosts entry {host:?} is not host[:port] or http(s)://host[:port]"
+                        ),
+                    )
+                })
+            })
+            .collect(),
+    }
+}
+
+/// How workers download the source's reports, the secrets read (from their variables); `None`
+/// for a source without report credentials.
+pub(super) fn reports(section: &Section<'_>) -> Result<Option<ReportSettings>, SectionError> {
+    money_from(section)?;
+    let user = section.secret_or_variable("report_user", "report_user_env")?;
+    let password = section.secret_or_variable("report_password", "report_password_env")?;
+    let key = section.secret_or_variable("api_key", "api_key_env")?;
+    let auth = match (user, password, key) {
+        (Some(user), Some(password), _) => ReportAuth::Basic { user, password },
+        (_, _, Some(key)) => ReportAuth::ApiKey(key),
+        _ => return Ok(None),
+    };
+    Ok(Some(ReportSettings {
+        source: section.source.clone(),
+        auth,
+        hosts: hosts(section)?,
+        bytes_max: section
+            .get("report_bytes_max")?
+            .unwrap_or(REPORT_BYTES_MAX),
+        timeout_ms: section
+            .get("report_timeout_ms")?
+            .unwrap_or(REPORT_TIMEOUT_MS),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use ledger::SourceName;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn check(keys: Value) -> Result<MoneyFrom, SectionError> {
+        let source = SourceName::parse("adyen").expect("name");
+        let keys = keys.as_object().cloned().expect("object");
+        money_from(&Section {
+            source: &source,
+            secrets: &[],
+            tolerance_secs: 300,
+            keys: &keys,
+        })
+    }
+
+    #[test]
+    fn the_money_comes_from_one_place_with_the_credentials_it_needs() {
+        assert_eq!(check(json!({})), Ok(MoneyFrom::Notifications));
+        assert_eq!(
+            check(json!({"money_from": "reports", "report_user": "u", "report_password": "p"})),
+            Ok(MoneyFrom::Reports)
+        );
+        assert_eq!(
+            check(json!({"money_from": "reports", "api_key_env": "ADYEN_KEY"})),
+            Ok(MoneyFrom::Reports)
+        );
+        let refused = |keys: Value, key: &str, says: &str| {
+            let error = check(keys).expect_err(says);
+            assert_eq!(error.key, Some(key), "{error}");
+            assert!(error.message.contains(says), "{error}");
+        };
+        refused(
+            json!({"report_user": "u", "report_password": "p"}),
+            "money_from",
+            "money_from is not \"reports\"",
+        );
+        refused(
+            json!({"money_from": "reports", "report_user": "u"}),
+            "report_user",
+            "one of report_password",
+        );
+        refused(
+            json!({"money_from": "reports"}),
+            "money_from",
+            "needs report credentials",
+        );
+        refused(
+            json!({"report_hosts": ["https://x/path"]}),
+            "report_hosts",
+            "report_hosts entry",
+        );
+        refused(
+            json!({"money_from": "reports", "api_key": "k", "report_user": "u", "report_password": "p"}),
+            "api_key_env",
+            "not both",
+        );
+        refused(
+            json!({"report_timeout_ms": 0}),
+            "report_timeout_ms",
+            "must be positive",
+        );
+    }
+}

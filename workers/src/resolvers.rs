@@ -1,0 +1,78 @@
+//! The configured sources' resolving halves (`providers::Resolve`), by source: what a job whose
+//! event names the money (a trigger) is resolved through, and the loop that posts a resolution
+//! too large for one transaction chunk by chunk.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ledger::job::{JobRef, Posted};
+use ledger::store::ResolvedPost;
+use ledger::{PostError, SourceName, Store};
+use providers::{Budget, Chunks, Resolve};
+
+/// The resolvers of this worker's sources.
+#[derive(Clone, Debug, Default)]
+pub struct Resolvers {
+    by_source: HashMap<SourceName, Arc<dyn Resolve>>,
+}
+
+impl Resolvers {
+    pub fn new(by_source: HashMap<SourceName, Arc<dyn Resolve>>) -> Self {
+        Self { by_source }
+    }
+
+    /// No source of this worker records triggers: no job needs its event read before posting.
+    pub fn is_empty(&self) -> bool {
+        self.by_source.is_empty()
+    }
+
+    pub(crate) fn get(&self, source: &SourceName) -> Option<&dyn Resolve> {
+        self.by_source.get(source).map(Arc::as_ref)
+    }
+
+    /// Every request budget, so the fleet's size can be applied to all of them.
+    pub(crate) fn budgets(&self) -> impl Iterator<Item = &Budget> {
+        self.by_source.values().filter_map(|r| r.budget())
+    }
+}
+
+/// Posts `chunks` for `job`'s attempt, each chunk in its own transaction, until the last (which
+/// marks the event posted). A run that stops half way is run again and finds what it posted
+/// already posted, with the same facts.
+pub(crate) async fn post_chunks(
+    store: &Store,
+    mut chunks: Box<dyn Chunks>,
+    job: &JobRef,
+    attempt: u32,
+    lock_timeout_ms: u64,
+) -> Result<Posted, PostError> {
+    let (mut written, mut existing) = (0, 0);
+    loop {
+        let resolved = chunks.next_chunk()?;
+        let last = !resolved.partial;
+        let post = ResolvedPost {
+            job,
+            attempt,
+            resolved: &resolved,
+        };
+        match store.post_resolved(&post, lock_timeout_ms).await? {
+            Posted::Movements {
+                written: w,
+                existing: e,
+                received_at,
+            } => {
+                written += w;
+                existing += e;
+                if last {
+                    return Ok(Posted::Movements {
+                        written,
+                        existing,
+                        received_at,
+                    });
+                }
+            }
+            // Posted or closed by another run meanwhile: nothing more to do.
+            other => return Ok(other),
+        }
+    }
+}
