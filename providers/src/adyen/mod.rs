@@ -23,7 +23,7 @@ use ledger::minor_units::Exponents;
 
 pub use config::{MoneyFrom, REPORT_HOSTS};
 pub use download::{AdyenReports, ReportAuth, ReportHost, ReportSettings};
-pub use resolve::CHUNK_LINES;
+pub use resolve::CHUNK_ENTRIES;
 pub use trigger::{AdyenReportTrigger, AdyenSaleTrigger, AdyenTrigger};
 
 use crate::config::{Key, Section, SectionError};

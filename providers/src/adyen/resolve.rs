@@ -1,11 +1,11 @@
 //! Resolving an Adyen event. A sale (or its failure) needs no call: one movement, a receivable
 //! in the shopper's currency that the report's `Settled` line clears. A settlement details
 //! report is downloaded whole to a temporary file, read once to check every line (a report that
-//! does not parse or add up posts nothing), then read again in chunks of [`CHUNK_LINES`] lines,
-//! each chunk posted in its own transaction, each line by its key. The event is marked posted
-//! with the last chunk; a run that stops half way is run again and finds the lines it posted
-//! already posted (with the same facts), so a report never holds the database for longer than a
-//! chunk, nor the worker's memory for more than one.
+//! does not parse or add up posts nothing), then read again in chunks of [`CHUNK_ENTRIES`]
+//! entries, each chunk posted in its own transaction, each line by its key. The event is marked
+//! posted with the last chunk; a run that stops half way is run again and finds the lines it
+//! posted already posted (with the same facts), so a report never holds the database for longer
+//! than a chunk, nor the worker's memory for more than one.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -22,8 +22,9 @@ use super::report::{Report, ReportError, ReportLine, batch_of, batch_payout};
 use super::trigger::{AdyenReportTrigger, AdyenSaleTrigger, AdyenTrigger};
 use crate::seam::{Chunks, Resolution, Resolve};
 
-/// Lines posted per transaction.
-pub const CHUNK_LINES: usize = 500;
+/// Entries posted per transaction, at least (a chunk ends with the line that reaches it; a
+/// `Settled` line is two entries, its sale and its settlement).
+pub const CHUNK_ENTRIES: usize = 500;
 
 /// One Adyen source's resolving half: its report downloads, when it books from reports.
 #[derive(Debug)]
@@ -121,9 +122,9 @@ async fn open_report(
 
 impl Chunks for ReportChunks {
     fn next_chunk(&mut self) -> Result<Resolved, PostError> {
-        let mut entries = Vec::with_capacity(CHUNK_LINES);
+        let mut entries = Vec::with_capacity(CHUNK_ENTRIES);
         let mut end = false;
-        while entries.len() < CHUNK_LINES {
+        while entries.len() < CHUNK_ENTRIES {
             let Some(line) = self.report.next_line() else {
                 end = true;
                 break;

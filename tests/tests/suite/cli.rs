@@ -177,6 +177,58 @@ async fn a_bad_key_is_named_with_its_line_and_the_key_it_resembles() {
         "{}",
         ran.stderr
     );
+
+    // Another provider's key, named with whose it is, by its line.
+    let (ran, line) = check_edited(
+        &scratch,
+        "livemode = false",
+        "money_from = \"reports\"\nlivemode = false",
+    )
+    .await;
+    assert!(!ran.success);
+    assert!(
+        ran.stderr.contains(&format!("settle.toml line {line}: source stripe"))
+            && ran.stderr.contains("`sources.1.money_from`: unknown key: a setting of provider = \"adyen\" sources only"),
+        "{}",
+        ran.stderr
+    );
+
+    // A key the provider requires and the table lacks: the source's table's line.
+    let (ran, _) = check_edited(&scratch, "livemode = false", "connect = \"post\"").await;
+    let table = good_file()
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| *l == "[[sources]]")
+        .map(|(n, _)| n + 1)
+        .nth(1)
+        .expect("the stripe source's table");
+    assert!(!ran.success);
+    assert!(
+        ran.stderr
+            .contains(&format!("settle.toml line {table}: source stripe"))
+            && ran
+                .stderr
+                .contains("`sources.1.livemode`: livemode is required"),
+        "{}",
+        ran.stderr
+    );
+
+    // A provider settle does not know, with the ones it does.
+    let (ran, _) = check_edited(&scratch, "provider = \"stripe\"", "provider = \"paypal\"").await;
+    let line = good_file()
+        .lines()
+        .position(|l| l == "provider = \"stripe\"")
+        .expect("the stripe source's provider")
+        + 1;
+    assert!(!ran.success);
+    assert!(
+        ran.stderr.contains(&format!("settle.toml line {line}"))
+            && ran
+                .stderr
+                .contains("unknown provider \"paypal\"; settle knows: standard, stripe, adyen"),
+        "{}",
+        ran.stderr
+    );
 }
 
 #[tokio::test]
