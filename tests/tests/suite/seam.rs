@@ -369,13 +369,7 @@ async fn a_provider_outside_the_registry_records_and_posts_through_the_seam_alon
     // The workers resolve the three events; every item posts once, the second listing of tp_1
     // finding its items posted.
     let pool = db.pool().await;
-    let mut entries = Vec::new();
     for _ in 0..200 {
-        entries = store
-            .journal(&JournalFilter::default(), None, 100)
-            .await
-            .expect("journal")
-            .items;
         let posted: i64 =
             sqlx::query_scalar("SELECT count(*) FROM settlement_events WHERE status = 'posted'")
                 .fetch_one(&pool)
@@ -386,6 +380,12 @@ async fn a_provider_outside_the_registry_records_and_posts_through_the_seam_alon
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Read after the last event posted: its entries committed with it.
+    let entries = store
+        .journal(&JournalFilter::default(), None, 100)
+        .await
+        .expect("journal")
+        .items;
     let mut movements: Vec<String> = entries.iter().map(|e| e.movement_id.clone()).collect();
     movements.sort();
     assert_eq!(movements, ["i_1", "i_2", "i_3", "p_1"], "each item once");
