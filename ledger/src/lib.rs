@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod event;
+pub mod feed;
 pub mod finance;
 pub mod fingerprint;
 pub mod group;

@@ -176,6 +176,24 @@ pub trait Resolve: Send + Sync + fmt::Debug {
     fn budget(&self) -> Option<&Budget> {
         None
     }
+
+    /// How this source's feed is swept, if the provider lists its movements and the source
+    /// reads them: settle then opens a window (`ledger::feed::Window`) after the last one posted
+    /// every `every`, or at once when a webhook wakes it, and hands each to [`Resolve::resolve`]
+    /// as its trigger.
+    fn feed(&self) -> Option<FeedSettings> {
+        None
+    }
+}
+
+/// How often a source's feed is swept, and how far back each window reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeedSettings {
+    /// The longest wait between two windows when no webhook wakes the feed.
+    pub every: std::time::Duration,
+    /// How far before the last window's end the next one starts again: a movement the
+    /// provider lists late (created before the window's end, visible after it) is still read.
+    pub overlap: std::time::Duration,
 }
 
 /// What a trigger resolved to.
@@ -196,9 +214,10 @@ impl fmt::Debug for Resolution {
     }
 }
 
-/// A resolution read a chunk at a time (from a file the provider downloaded, say).
+/// A resolution read a chunk at a time (from a file the provider downloaded, or a listing's
+/// pages).
 pub trait Chunks: Send {
     /// The next chunk. Every chunk but the last is `partial`; the caller stops after the last.
-    /// A chunk may be empty. Reading may block on a local file.
-    fn next_chunk(&mut self) -> Result<Resolved, PostError>;
+    /// A chunk may be empty.
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Resolved, PostError>>;
 }

@@ -180,6 +180,7 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         api_requests_per_sec = 2000
         api_endpoint_requests_per_sec = 2000
         api_request_timeout_ms = 2000
+        feed = false
 
         [[sources]]
         name = "adyen"

@@ -415,7 +415,7 @@ pub fn config_extra() -> String {
         "body_bytes_max = 4096\n\
          [[sources]]\nname = \"std-rotated\"\nprovider = \"standard\"\nsecrets = [\"{STANDARD_SECRET}\"]\n\
          [[sources]]\nname = \"stripe-rotated\"\nprovider = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n\
-         livemode = false\napi_key = \"{STRIPE_API_KEY}\"\n\
+         livemode = false\napi_key = \"{STRIPE_API_KEY}\"\nfeed = false\n\
          [[sources]]\nname = \"adyen-rotated\"\nprovider = \"adyen\"\nsecrets = [\"{ADYEN_KEY}\"]\n"
     )
 }

@@ -126,6 +126,14 @@ impl Workers {
                 shutdown.clone(),
             ));
         }
+        if self.resolvers.feeds().next().is_some() {
+            tokio::spawn(crate::feed::feed_loop(
+                self.store.clone(),
+                self.resolvers.clone(),
+                self.settings.lock_timeout_ms,
+                shutdown.clone(),
+            ));
+        }
         if self.resolvers.budgets().next().is_some() {
             tokio::spawn(budget_loop(
                 self.store.clone(),

@@ -9,6 +9,7 @@
 //! sweep re-enqueues anything left without a live job.
 
 pub mod chaos;
+pub mod feed;
 mod fleet;
 mod group;
 mod resolvers;

@@ -30,6 +30,13 @@ impl Resolvers {
         self.by_source.get(source).map(Arc::as_ref)
     }
 
+    /// The sources whose feed is swept, with how.
+    pub(crate) fn feeds(&self) -> impl Iterator<Item = (SourceName, providers::FeedSettings)> + '_ {
+        self.by_source
+            .iter()
+            .filter_map(|(source, resolver)| Some((source.clone(), resolver.feed()?)))
+    }
+
     /// Every request budget, so the fleet's size can be applied to all of them.
     pub(crate) fn budgets(&self) -> impl Iterator<Item = &Budget> {
         self.by_source.values().filter_map(|r| r.budget())
@@ -48,7 +55,7 @@ pub(crate) async fn post_chunks(
 ) -> Result<Posted, PostError> {
     let (mut written, mut existing) = (0, 0);
     loop {
-        let resolved = chunks.next_chunk()?;
+        let resolved = chunks.next_chunk().await?;
         let last = !resolved.partial;
         let post = ResolvedPost {
             job,

@@ -32,7 +32,7 @@ use crate::finance::{
     BalanceQuery, BalanceRow, JournalCursor, JournalFilter, JournalPage, OpenReceivable,
     PayoutSummary, Reconciliation,
 };
-use crate::ids::EventId;
+use crate::ids::{EventId, SourceName};
 use crate::job::{AttemptStart, FailureDecision, JobRef, Posted, Work};
 use crate::post_error::PostError;
 use crate::posting::PostingRules;
@@ -432,6 +432,31 @@ impl Store {
     /// The provider's id of an event (for logs and fault injection).
     pub async fn external_id(&self, event_id: EventId) -> Result<Option<String>, StoreError> {
         on_backend!(self, store => store.external_id(event_id).await)
+    }
+
+    /// The newest window of `source`'s feed (its `seq`), if it has opened one (see
+    /// [`crate::feed`]).
+    pub async fn feed_cursor(&self, source: &SourceName) -> Result<Option<i64>, StoreError> {
+        on_backend!(self, store => store.feed_cursor(source.as_str()).await)
+    }
+
+    /// Moves `source`'s feed cursor from `from` (`None`: it has none yet) to `to`, if it is
+    /// still at `from`: whether it moved.
+    pub async fn advance_feed_cursor(
+        &self,
+        source: &SourceName,
+        from: Option<i64>,
+        to: i64,
+    ) -> Result<bool, StoreError> {
+        on_backend!(self, store => store.advance_feed_cursor(source.as_str(), from, to).await)
+    }
+
+    /// The id of the newest event recorded for `source`.
+    pub async fn newest_event_id(
+        &self,
+        source: &SourceName,
+    ) -> Result<Option<EventId>, StoreError> {
+        on_backend!(self, store => store.newest_event_id(source.as_str()).await)
     }
 
     /// How many worker processes of the queue were seen alive within `window` (at least one:

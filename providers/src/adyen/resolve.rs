@@ -121,7 +121,14 @@ async fn open_report(
 }
 
 impl Chunks for ReportChunks {
-    fn next_chunk(&mut self) -> Result<Resolved, PostError> {
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Resolved, PostError>> {
+        Box::pin(std::future::ready(self.read_chunk()))
+    }
+}
+
+impl ReportChunks {
+    /// The next [`CHUNK_ENTRIES`] entries, from the local file.
+    fn read_chunk(&mut self) -> Result<Resolved, PostError> {
         let mut entries = Vec::with_capacity(CHUNK_ENTRIES);
         let mut end = false;
         while entries.len() < CHUNK_ENTRIES {

@@ -29,6 +29,10 @@ const PAGE_LIMIT: &str = "100";
 /// Pages read from one listing at most (100,000 items): a listing longer than that is refused
 /// rather than read without end.
 const PAGES_MAX: usize = 1_000;
+/// How many times one page of a feed window is asked for before its error fails the window.
+const PAGE_TRIES: u32 = 5;
+/// The longest a page waits before it is asked again.
+const PAGE_RETRY_WAIT_MAX: Duration = Duration::from_secs(30);
 /// The largest answer read (a page of 100 balance transactions is about 100 KB).
 const RESPONSE_BYTES_MAX: usize = 8 * 1024 * 1024;
 
@@ -171,13 +175,60 @@ impl StripeApi {
         payout: &str,
     ) -> Result<Vec<BalanceTransaction>, ProviderError> {
         self.list(
-            "payout_balance_transactions",
+            "balance_transactions",
             "/v1/balance_transactions",
             &[("payout", payout)],
             account,
             |transaction: &BalanceTransaction| transaction.id.clone(),
         )
         .await
+    }
+
+    /// One page of the balance transactions created in `[from, to)` (`GET
+    /// /v1/balance_transactions?created[gte]=&created[lt]=`, 100 a page, newest first), after
+    /// `after`: the page and whether more follow. A page Stripe turns away for the moment (429,
+    /// 5xx, no answer in time) is asked again, waiting its `Retry-After` or a growing pause,
+    /// [`PAGE_TRIES`] times in all before the error is the caller's.
+    pub async fn window_page(
+        &self,
+        account: Option<&str>,
+        from: i64,
+        to: i64,
+        after: Option<&str>,
+    ) -> Result<(Vec<BalanceTransaction>, bool), ProviderError> {
+        let (from, to) = (from.to_string(), to.to_string());
+        let mut query = vec![
+            ("created[gte]", from.as_str()),
+            ("created[lt]", to.as_str()),
+            ("limit", PAGE_LIMIT),
+        ];
+        if let Some(after) = after {
+            query.push(("starting_after", after));
+        }
+        let mut pause = Duration::from_millis(250);
+        let mut tries = 1;
+        loop {
+            match self
+                .get::<Page<BalanceTransaction>>("balance_transactions", "/v1/balance_transactions", &query, account)
+                .await
+            {
+                Ok(page) => return Ok((page.data, page.has_more)),
+                Err(error) if error.is_transient() && tries < PAGE_TRIES => {
+                    let wait = match &error {
+                        ProviderError::Unavailable { retry_after_ms: Some(ms), .. }
+                        | ProviderError::RateLimited { retry_after_ms: Some(ms) } => {
+                            Duration::from_millis(*ms)
+                        }
+                        _ => pause,
+                    };
+                    tracing::debug!(source = %self.source, %error, ?wait, "a listing page is asked again");
+                    tokio::time::sleep(wait.min(PAGE_RETRY_WAIT_MAX)).await;
+                    pause = pause.saturating_mul(2);
+                    tries += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
     }
 
     /// Reads a listing page after page (`starting_after` the last item) until `has_more` is

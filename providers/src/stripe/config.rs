@@ -1,8 +1,11 @@
 //! A Stripe source's own keys (README.md, "Connecting Stripe"), read and checked.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Key, Section, SectionError};
+use crate::seam::FeedSettings;
 
 /// Every key a Stripe source's table may hold beside settle's own.
 pub(super) const KEYS: &[Key] = &[
@@ -15,6 +18,9 @@ pub(super) const KEYS: &[Key] = &[
     Key::plain("api_endpoint_requests_per_sec"),
     Key::plain("api_connect_timeout_ms"),
     Key::plain("api_request_timeout_ms"),
+    Key::plain("feed"),
+    Key::plain("feed_every_secs"),
+    Key::plain("feed_overlap_secs"),
 ];
 
 /// Stripe's API, unless a source says otherwise.
@@ -25,6 +31,12 @@ pub const API_BASE: &str = "https://api.stripe.com";
 const REQUESTS_PER_SEC_LIVE: u32 = 100;
 const REQUESTS_PER_SEC_TEST: u32 = 25;
 const ENDPOINT_REQUESTS_PER_SEC: u32 = 25;
+/// The longest a source's feed waits between two sweeps when no webhook wakes it.
+const FEED_EVERY_SECS: u64 = 60;
+/// How far back each sweep reads again. Stripe does not publish how late a balance transaction
+/// may appear in its listing after its `created` time; this covers a listing that lags by up to
+/// this long.
+const FEED_OVERLAP_SECS: u64 = 30;
 const CONNECT_TIMEOUT_MS: u64 = 3_000;
 const REQUEST_TIMEOUT_MS: u64 = 10_000;
 
@@ -63,6 +75,30 @@ pub struct ApiSettings {
     pub request_timeout_ms: u64,
 }
 
+/// How the source's feed is swept (`feed = false`: not at all, and each webhook's job fetches
+/// what it names by id instead).
+pub(super) fn feed(section: &Section<'_>) -> Result<Option<FeedSettings>, SectionError> {
+    let seconds = |key: &'static str, default: u64, least: u64| -> Result<u64, SectionError> {
+        match section.get::<u64>(key)? {
+            Some(value) if value < least => Err(SectionError::key(
+                key,
+                format!("{key} must be at least {least}"),
+            )),
+            Some(value) => Ok(value),
+            None => Ok(default),
+        }
+    };
+    let every = seconds("feed_every_secs", FEED_EVERY_SECS, 1)?;
+    let overlap = seconds("feed_overlap_secs", FEED_OVERLAP_SECS, 0)?;
+    Ok(section
+        .get::<bool>("feed")?
+        .unwrap_or(true)
+        .then_some(FeedSettings {
+            every: Duration::from_secs(every),
+            overlap: Duration::from_secs(overlap),
+        }))
+}
+
 /// Reads and checks the source's rules (what the ingress needs) and the shape of its API
 /// settings, without reading the key itself.
 pub(super) fn rules(section: &Section<'_>) -> Result<StripeRules, SectionError> {
@@ -79,6 +115,7 @@ pub(super) fn rules(section: &Section<'_>) -> Result<StripeRules, SectionError> 
         ));
     }
     api(section, livemode)?;
+    feed(section)?;
     Ok(StripeRules {
         livemode,
         connect: section.get("connect")?.unwrap_or_default(),

@@ -168,7 +168,7 @@ impl DemoPart for Part {
     fn source_toml(&self) -> String {
         format!(
             "[[sources]]\nname = \"{SOURCE}\"\nprovider = \"stripe\"\nsecrets = [\"{}\"]\n\
-             livemode = false\napi_key = \"{}\"\napi_base = \"{}\"\n",
+             livemode = false\napi_key = \"{}\"\napi_base = \"{}\"\nfeed = false\n",
             self.secret,
             self.api_key,
             self.fake.url()

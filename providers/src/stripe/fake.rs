@@ -5,7 +5,7 @@
 //! `Retry-After`, 500, a stall, 401), or to make up a charge's balance transaction for any id of
 //! the form `txn_<suffix>` (for load runs, see [`synthetic_charge_amount`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -69,6 +69,34 @@ struct Objects {
     refunds: HashMap<(Option<String>, String), Vec<Value>>,
     /// The balance transaction ids of each (account, payout), in listing order.
     payouts: HashMap<(Option<String>, String), Vec<String>>,
+    /// Every balance transaction by (account, created, id): Stripe's listing order, newest
+    /// first, is this one backwards.
+    by_created: BTreeSet<(Option<String>, i64, String)>,
+}
+
+/// Stripe's published rate limits (docs.stripe.com/rate-limits), as the fake enforces them when
+/// told to: requests a second in all, and to any one endpoint (a retrieval by id is one endpoint
+/// whatever the id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimits {
+    pub per_sec: u32,
+    pub endpoint_per_sec: u32,
+}
+
+impl RateLimits {
+    /// Live mode: 100 requests a second, 25 to any one endpoint.
+    pub const LIVE: RateLimits = RateLimits {
+        per_sec: 100,
+        endpoint_per_sec: 25,
+    };
+}
+
+/// Requests counted in the current second, in all and by endpoint.
+#[derive(Debug, Default)]
+struct Counted {
+    second: u64,
+    total: u32,
+    endpoints: HashMap<String, u32>,
 }
 
 #[derive(Debug)]
@@ -81,6 +109,10 @@ struct Fake {
     synthesize: std::sync::atomic::AtomicBool,
     seen: Mutex<Vec<Seen>>,
     requests: std::sync::atomic::AtomicU64,
+    limits: Mutex<Option<RateLimits>>,
+    counted: Mutex<Counted>,
+    rate_limited: std::sync::atomic::AtomicU64,
+    balance: Mutex<HashMap<Option<String>, Value>>,
 }
 
 /// A running fake; it stops when dropped.
@@ -107,11 +139,16 @@ impl FakeStripe {
             synthesize: false.into(),
             seen: Mutex::default(),
             requests: 0.into(),
+            limits: Mutex::default(),
+            counted: Mutex::default(),
+            rate_limited: 0.into(),
+            balance: Mutex::default(),
         });
         let router = Router::new()
             .route("/v1/balance_transactions", get(list_transactions))
             .route("/v1/balance_transactions/{id}", get(transaction))
             .route("/v1/refunds", get(list_refunds))
+            .route("/v1/balance", get(balance))
             .with_state(fake.clone());
         let stop = CancellationToken::new();
         let stopped = stop.clone();
@@ -132,9 +169,42 @@ impl FakeStripe {
     /// or to a connected account.
     pub fn add_transaction(&self, account: Option<&str>, transaction: Value) {
         let id = id_of(&transaction);
-        self.objects()
-            .transactions
-            .insert((account.map(str::to_owned), id), transaction);
+        let created = transaction["created"].as_i64().unwrap_or_default();
+        let account = account.map(str::to_owned);
+        let mut objects = self.objects();
+        if let Some(old) = objects.transactions.get(&(account.clone(), id.clone())) {
+            let old_created = old["created"].as_i64().unwrap_or_default();
+            objects
+                .by_created
+                .remove(&(account.clone(), old_created, id.clone()));
+        }
+        objects
+            .by_created
+            .insert((account.clone(), created, id.clone()));
+        objects.transactions.insert((account, id), transaction);
+    }
+
+    /// Answers `GET /v1/balance` for the platform (`account: None`) or a connected account
+    /// with this balance object.
+    pub fn set_balance(&self, account: Option<&str>, balance: Value) {
+        if let Ok(mut all) = self.fake.balance.lock() {
+            all.insert(account.map(str::to_owned), balance);
+        }
+    }
+
+    /// Enforces Stripe's rate limits from now on: a request over them is answered 429 with
+    /// `Retry-After`, as Stripe answers it.
+    pub fn enforce(&self, limits: RateLimits) {
+        if let Ok(mut current) = self.fake.limits.lock() {
+            *current = Some(limits);
+        }
+    }
+
+    /// How many requests were answered 429 for being over the enforced limits.
+    pub fn rate_limited(&self) -> u64 {
+        self.fake
+            .rate_limited
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Lists `refund` among `charge`'s refunds; its `balance_transaction` (an id) must be added
@@ -269,6 +339,18 @@ async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Opt
             version: header_text("stripe-version"),
         });
     }
+    if over_limits(fake, path) {
+        fake.rate_limited
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return Some(
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [(header::RETRY_AFTER, "1".to_owned())],
+                error_body("rate_limit", "Too many requests hit the API too quickly."),
+            )
+                .into_response(),
+        );
+    }
     let latency = fake.latency.lock().map(|l| *l).unwrap_or_default();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -307,6 +389,38 @@ async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Opt
         .and_then(|value| value.strip_prefix("Bearer ").map(str::to_owned))
         .is_some_and(|key| key == fake.key);
     (!authorised).then(unauthorized)
+}
+
+/// Counts a request against the enforced limits (in whole seconds of the wall clock): whether
+/// it is over them. A request over them is not counted.
+fn over_limits(fake: &Fake, path: &str) -> bool {
+    let Some(limits) = fake.limits.lock().ok().and_then(|l| *l) else {
+        return false;
+    };
+    // `/v1/balance_transactions/txn_1` and `/v1/balance_transactions/txn_2` are one endpoint.
+    let endpoint = match path.match_indices('/').nth(3) {
+        Some((at, _)) => format!("{}/:id", &path[..at]),
+        None => path.to_owned(),
+    };
+    let second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let Ok(mut counted) = fake.counted.lock() else {
+        return false;
+    };
+    if counted.second != second {
+        *counted = Counted {
+            second,
+            ..Counted::default()
+        };
+    }
+    let on_endpoint = counted.endpoints.get(&endpoint).copied().unwrap_or(0);
+    if counted.total >= limits.per_sec || on_endpoint >= limits.endpoint_per_sec {
+        return true;
+    }
+    counted.total += 1;
+    counted.endpoints.insert(endpoint, on_endpoint + 1);
+    false
 }
 
 fn unauthorized() -> Response {
@@ -453,7 +567,7 @@ async fn list_transactions(
     let pairs = pairs(&query);
     let account = account(&headers);
     let Some(payout) = param(&pairs, "payout") else {
-        return page("/v1/balance_transactions", Vec::new(), &pairs);
+        return created_page(&fake, account, &pairs);
     };
     let ids = fake.objects.lock().ok().and_then(|o| {
         o.payouts
@@ -468,6 +582,82 @@ async fn list_transactions(
         .filter_map(|id| lookup(&fake, account.clone(), id))
         .collect();
     page("/v1/balance_transactions", items, &pairs)
+}
+
+/// One page of the balance transactions created in `[created[gte], created[lt])`, newest first
+/// (Stripe's order), after `starting_after`.
+fn created_page(fake: &Fake, account: Option<String>, pairs: &[(String, String)]) -> Response {
+    let bound = |key: &str, default: i64| {
+        param(pairs, key)
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(default)
+    };
+    let (from, to) = (bound("created[gte]", i64::MIN), bound("created[lt]", i64::MAX));
+    let limit: usize = param(pairs, "limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(10)
+        .clamp(1, 100);
+    let Ok(objects) = fake.objects.lock() else {
+        return not_found("object");
+    };
+    let upper = match param(pairs, "starting_after") {
+        Some(after) => match objects.transactions.get(&(account.clone(), after.to_owned())) {
+            Some(found) => {
+                let created = found["created"].as_i64().unwrap_or_default();
+                std::ops::Bound::Excluded((account.clone(), created, after.to_owned()))
+            }
+            None => return not_found(&format!("object: '{after}'")),
+        },
+        None => std::ops::Bound::Excluded((account.clone(), to, String::new())),
+    };
+    let lowest = (account.clone(), from, String::new());
+    let empty = match &upper {
+        std::ops::Bound::Excluded(upper) => *upper <= lowest,
+        _ => false,
+    };
+    let mut items = Vec::with_capacity(limit);
+    let mut has_more = false;
+    let listed = match empty {
+        true => None,
+        false => Some(
+            objects
+                .by_created
+                .range((std::ops::Bound::Included(lowest), upper))
+                .rev(),
+        ),
+    };
+    for (_, created, id) in listed.into_iter().flatten() {
+        if *created >= to {
+            continue;
+        }
+        if items.len() == limit {
+            has_more = true;
+            break;
+        }
+        if let Some(transaction) = objects.transactions.get(&(account.clone(), id.clone())) {
+            items.push(transaction.clone());
+        }
+    }
+    let mut list = fixture("list");
+    list["url"] = json!("/v1/balance_transactions");
+    list["has_more"] = json!(has_more);
+    list["data"] = Value::Array(items);
+    axum::Json(list).into_response()
+}
+
+async fn balance(State(fake): State<Arc<Fake>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = admit(&fake, &headers, "/v1/balance", "").await {
+        return refused;
+    }
+    let found = fake
+        .balance
+        .lock()
+        .ok()
+        .and_then(|all| all.get(&account(&headers)).cloned());
+    match found {
+        Some(balance) => axum::Json(balance).into_response(),
+        None => not_found("balance"),
+    }
 }
 
 async fn list_refunds(

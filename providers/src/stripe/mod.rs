@@ -65,7 +65,10 @@ impl Provider for Stripe {
             .ok_or_else(|| SectionError::key("api_key_env", "api_key_env is not set"))?;
         let api = StripeApi::new(section.source.clone(), ApiKey::new(key), &settings)
             .map_err(|message| SectionError::key("api_base", message))?;
-        Ok(Some(Arc::new(resolve::Resolver { api })))
+        Ok(Some(Arc::new(resolve::Resolver {
+            api: Arc::new(api),
+            feed: config::feed(section)?,
+        })))
     }
 
     /// A test-mode `charge.succeeded` in the shape Stripe sends (`fixtures/stripe`): the charge

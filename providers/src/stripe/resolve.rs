@@ -3,8 +3,10 @@
 //! and the store posts them (each by its key, so fetching twice is harmless).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use ledger::feed::Window;
 use ledger::posting::{self, Accounts};
 use ledger::resolved::{MovementEntry, Resolved};
 use ledger::trigger::Trigger;
@@ -15,12 +17,14 @@ use super::api::StripeApi;
 use super::balance_transaction::{self, BalanceTransaction};
 use super::trigger::StripeTrigger;
 use crate::budget::Budget;
-use crate::seam::{Resolution, Resolve};
+use crate::seam::{Chunks, FeedSettings, Resolution, Resolve};
+use tokio::task::JoinHandle;
 
-/// One Stripe source's resolving half: its API client.
+/// One Stripe source's resolving half: its API client, and its feed when it reads one.
 #[derive(Debug)]
 pub(crate) struct Resolver {
-    pub(crate) api: StripeApi,
+    pub(crate) api: Arc<StripeApi>,
+    pub(crate) feed: Option<FeedSettings>,
 }
 
 impl Resolve for Resolver {
@@ -30,10 +34,27 @@ impl Resolve for Resolver {
         accounts: &'a Accounts,
     ) -> BoxFuture<'a, Result<Resolution, PostError>> {
         Box::pin(async move {
+            if let Some(window) = Window::from_trigger(trigger) {
+                let window = window.map_err(PostError::CorruptEvent)?;
+                return Ok(Resolution::Chunked(Box::new(WindowChunks::new(
+                    self.api.clone(),
+                    accounts.clone(),
+                    window,
+                ))));
+            }
             let trigger =
                 StripeTrigger::from_trigger(trigger).map_err(PostError::CorruptEvent)?;
-            let transactions = fetch(&self.api, &trigger).await?;
-            let resolved = draft(self.api.source(), accounts, &trigger, &transactions)?;
+            // The platform's feed books what a webhook names by id; a connected account's
+            // money has no feed here, and is fetched by id.
+            let by_id = self.feed.is_none() || trigger.account.is_some();
+            let transactions = fetch(&self.api, &trigger, by_id).await?;
+            let resolved = draft(
+                self.api.source(),
+                accounts,
+                trigger.account.as_deref(),
+                trigger.payout_listing.as_deref(),
+                &transactions,
+            )?;
             Ok(Resolution::Whole(resolved))
         })
     }
@@ -41,30 +62,103 @@ impl Resolve for Resolver {
     fn budget(&self) -> Option<&Budget> {
         Some(self.api.budget())
     }
+
+    fn feed(&self) -> Option<FeedSettings> {
+        self.feed
+    }
+}
+
+/// A page of a window's listing being fetched.
+type PageFetch = JoinHandle<Result<(Vec<BalanceTransaction>, bool), ProviderError>>;
+
+/// A feed window's balance transactions, a listing page at a time: while one page is posted,
+/// the next is already being fetched.
+struct WindowChunks {
+    api: Arc<StripeApi>,
+    accounts: Accounts,
+    window: Window,
+    next: Option<PageFetch>,
+}
+
+impl WindowChunks {
+    fn new(api: Arc<StripeApi>, accounts: Accounts, window: Window) -> Self {
+        let mut chunks = Self {
+            api,
+            accounts,
+            window,
+            next: None,
+        };
+        chunks.next = Some(chunks.fetch(None));
+        chunks
+    }
+
+    fn fetch(&self, after: Option<String>) -> PageFetch {
+        let api = self.api.clone();
+        let (from, to) = (self.window.from.timestamp(), self.window.to.timestamp());
+        tokio::spawn(async move { api.window_page(None, from, to, after.as_deref()).await })
+    }
+}
+
+impl Drop for WindowChunks {
+    fn drop(&mut self) {
+        if let Some(fetch) = self.next.take() {
+            fetch.abort();
+        }
+    }
+}
+
+impl Chunks for WindowChunks {
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Resolved, PostError>> {
+        Box::pin(async move {
+            let fetch = match self.next.take() {
+                Some(fetch) => fetch,
+                None => self.fetch(None),
+            };
+            let (page, more) = fetch
+                .await
+                .map_err(|e| ProviderError::Response(format!("a listing page: {e}")))??;
+            if more {
+                let last = page.last().map(|t| t.id.clone()).ok_or_else(|| {
+                    ProviderError::Response("an empty listing page says it has more".into())
+                })?;
+                self.next = Some(self.fetch(Some(last)));
+            }
+            let mut resolved = draft(self.api.source(), &self.accounts, None, None, &page)?;
+            resolved.partial = more;
+            metrics::counter!("settle_feed_transactions_listed_total", "source" => self.api.source().to_string())
+                .increment(page.len() as u64);
+            Ok(resolved)
+        })
+    }
 }
 
 /// Every balance transaction the trigger names, each once, in the order named: those named by
-/// id, those embedded (fetched when incomplete), a charge's refunds', a payout's listing.
+/// id (when `by_id`; else the feed books them), those embedded (fetched when incomplete and
+/// `by_id`), a charge's refunds' (when `by_id`), a payout's listing.
 async fn fetch(
     api: &StripeApi,
     trigger: &StripeTrigger,
+    by_id: bool,
 ) -> Result<Vec<BalanceTransaction>, ProviderError> {
     let account = trigger.account.as_deref();
     let mut named = Vec::new();
-    for id in &trigger.balance_transactions {
-        named.push(api.balance_transaction(account, id).await?);
+    if by_id {
+        for id in &trigger.balance_transactions {
+            named.push(api.balance_transaction(account, id).await?);
+        }
     }
     for embedded in &trigger.embedded {
         let complete = is_complete(embedded)
             .then(|| serde_json::from_value::<BalanceTransaction>(embedded.clone()).ok())
             .flatten();
-        named.push(match complete {
-            Some(complete) => complete,
-            None => {
+        match complete {
+            Some(complete) => named.push(complete),
+            None if by_id => named.push(
                 api.balance_transaction(account, &embedded_id(embedded)?)
-                    .await?
-            }
-        });
+                    .await?,
+            ),
+            None => {}
+        }
     }
     // What the object names directly belongs to the object itself.
     for transaction in &named {
@@ -78,7 +172,7 @@ async fn fetch(
         }
     }
     let mut all = named;
-    if let Some(charge) = &trigger.refunds_of_charge {
+    if let Some(charge) = trigger.refunds_of_charge.as_ref().filter(|_| by_id) {
         all.extend(api.refund_transactions(account, charge).await?);
     }
     if let Some(payout) = &trigger.payout_listing {
@@ -125,15 +219,16 @@ fn embedded_id(embedded: &Value) -> Result<String, ProviderError> {
     }
 }
 
-/// Checks each transaction and drafts its entry; a connected account's go to accounts
-/// namespaced by it. A transaction that moves no money posts nothing.
+/// Checks each transaction and drafts its entry, tied to `payout` when it is the payout's
+/// listing; a connected account's go to accounts namespaced by it. A transaction that moves no
+/// money posts nothing.
 fn draft(
     source: &SourceName,
     accounts: &Accounts,
-    trigger: &StripeTrigger,
+    account: Option<&str>,
+    payout: Option<&str>,
     transactions: &[BalanceTransaction],
 ) -> Result<Resolved, ProviderError> {
-    let account = trigger.account.as_deref();
     let accounts = match account {
         Some(account) => accounts.for_connected_account(account),
         None => accounts.clone(),
@@ -149,9 +244,7 @@ fn draft(
         let draft = posting::draft_movement(&movement, &accounts);
         entries.push(MovementEntry::new(movement, draft));
     }
-    let payout = trigger
-        .payout_listing
-        .as_deref()
+    let payout = payout
         .map(PayoutId::parse)
         .transpose()
         .map_err(|e| ProviderError::Facts(e.to_string()))?;
@@ -186,18 +279,6 @@ mod tests {
         .expect("transaction")
     }
 
-    fn trigger(account: Option<&str>) -> StripeTrigger {
-        StripeTrigger {
-            event_type: "payout.paid".into(),
-            object: "po_1".into(),
-            account: account.map(str::to_owned),
-            balance_transactions: vec![],
-            embedded: vec![],
-            refunds_of_charge: None,
-            payout_listing: Some("po_1".into()),
-        }
-    }
-
     fn lines(resolved: &Resolved) -> Vec<Vec<(String, String)>> {
         resolved
             .entries
@@ -221,7 +302,8 @@ mod tests {
             transaction("txn_f", "fee", -500, 0, "fee_1"),
             transaction("txn_p", "payout", -9_180, 0, "po_1"),
         ];
-        let resolved = draft(&source, &accounts, &trigger(None), &listing).expect("drafted");
+        let resolved =
+            draft(&source, &accounts, None, Some("po_1"), &listing).expect("drafted");
         assert_eq!(resolved.payout.as_ref().map(PayoutId::as_str), Some("po_1"));
         assert_eq!(
             lines(&resolved),
@@ -251,7 +333,8 @@ mod tests {
         let resolved = draft(
             &source,
             &Accounts::defaults(&source),
-            &trigger(Some("acct_9")),
+            Some("acct_9"),
+            Some("po_1"),
             &listing,
         )
         .expect("drafted");

@@ -27,3 +27,4 @@ mod schema;
 mod seam;
 mod search;
 mod stripe;
+mod stripe_feed;

@@ -502,6 +502,7 @@ async fn connected_accounts_and_the_other_mode_never_touch_the_platforms_books(b
             livemode = false
             connect = "post"
             api_key = "{key}"
+            feed = false
             api_base = "{base}"
             "#,
             secret = tests::app::STRIPE_SECRET,

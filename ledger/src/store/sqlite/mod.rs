@@ -198,6 +198,58 @@ impl SqliteStore {
         )
     }
 
+    pub(super) async fn feed_cursor(&self, source: &str) -> Result<Option<i64>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT seq FROM feed_cursors WHERE source = ?1")
+                .bind(source)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    pub(super) async fn advance_feed_cursor(
+        &self,
+        source: &str,
+        from: Option<i64>,
+        to: i64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.write().await?;
+        let moved = match from {
+            None => sqlx::query(
+                "INSERT INTO feed_cursors (source, seq, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (source) DO NOTHING",
+            )
+            .bind(source)
+            .bind(to)
+            .bind(now())
+            .execute(&mut *tx)
+            .await?,
+            Some(from) => sqlx::query(
+                "UPDATE feed_cursors SET seq = ?3, updated_at = ?4 WHERE source = ?1 AND seq = ?2",
+            )
+            .bind(source)
+            .bind(from)
+            .bind(to)
+            .bind(now())
+            .execute(&mut *tx)
+            .await?,
+        };
+        tx.commit().await?;
+        Ok(moved.rows_affected() == 1)
+    }
+
+    pub(super) async fn newest_event_id(
+        &self,
+        source: &str,
+    ) -> Result<Option<EventId>, StoreError> {
+        let id: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM settlement_events WHERE source = ?1 ORDER BY id DESC LIMIT 1",
+        )
+        .bind(source)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(id.map(EventId::new))
+    }
+
     pub(super) async fn record(&self, events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
         let mut tx = self.write().await?;
         let mut outcomes = Vec::with_capacity(events.len());
