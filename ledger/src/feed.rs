@@ -17,7 +17,19 @@ pub const WINDOW_KIND: &str = "feed.window";
 /// What every window's external id starts with; no provider's event id does.
 pub const EXTERNAL_ID_PREFIX: &str = "feed:";
 
-/// The movements created in `[from, to)`, the `seq`-th window of its source.
+/// What every backfill window's external id starts with.
+pub const BACKFILL_PREFIX: &str = "backfill:";
+/// The external id of a source's opening balance (one per source).
+pub const OPENING_EXTERNAL_ID: &str = "opening";
+/// The tag an opening balance is stored under (`{"feed_opening": {...}}`).
+pub const OPENING_TAG: &str = "feed_opening";
+/// The kind an opening event is stored with.
+pub const OPENING_KIND: &str = "feed.opening";
+/// The account an opening balance is booked against.
+pub const OPENING_ACCOUNT: &str = "equity:opening";
+
+/// The movements created in `[from, to)`: the `seq`-th window of its source's feed, or (`seq`
+/// 0) a window of a backfill.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Window {
@@ -32,6 +44,24 @@ impl Window {
         format!("{EXTERNAL_ID_PREFIX}{seq:012}")
     }
 
+    /// A backfill's window (`seq` 0).
+    pub fn backfill(from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        Self { seq: 0, from, to }
+    }
+
+    /// Its natural key: `feed:{seq}`, or `backfill:{from}-{to}` (Unix seconds) for a
+    /// backfill's, so a backfill run again over the same days records nothing new.
+    pub fn key(&self) -> String {
+        match self.seq {
+            0 => format!(
+                "{BACKFILL_PREFIX}{}-{}",
+                self.from.timestamp(),
+                self.to.timestamp()
+            ),
+            seq => Self::external_id(seq),
+        }
+    }
+
     pub fn named(&self) -> Named {
         Named {
             trigger: Trigger::new(
@@ -39,8 +69,25 @@ impl Window {
                 serde_json::to_value(self).unwrap_or(Value::Null),
             ),
             kind: WINDOW_KIND.to_owned(),
-            object: Self::external_id(self.seq),
+            object: self.key(),
         }
+    }
+
+    /// `[from, to)` cut into windows of at most `span` (a backfill's, so its windows post in
+    /// parallel and a failure repeats one of them).
+    pub fn backfill_windows(
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        span: chrono::TimeDelta,
+    ) -> Vec<Window> {
+        let mut windows = Vec::new();
+        let mut start = from;
+        while start < to && span > chrono::TimeDelta::zero() {
+            let end = (start + span).min(to);
+            windows.push(Window::backfill(start, end));
+            start = end;
+        }
+        windows
     }
 
     /// The window a trigger holds; `None` for any other trigger, an error for a window trigger
@@ -61,6 +108,34 @@ impl Window {
     }
 }
 
+/// A source's opening balance: what the provider held at `since`, booked once per currency
+/// against [`OPENING_ACCOUNT`], computed by the source's provider when the event's job runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Opening {
+    pub since: DateTime<Utc>,
+}
+
+impl Opening {
+    pub fn named(&self) -> Named {
+        Named {
+            trigger: Trigger::new(
+                OPENING_TAG,
+                serde_json::to_value(self).unwrap_or(Value::Null),
+            ),
+            kind: OPENING_KIND.to_owned(),
+            object: OPENING_EXTERNAL_ID.to_owned(),
+        }
+    }
+
+    pub fn from_trigger(trigger: &Trigger) -> Option<Result<Opening, String>> {
+        (trigger.tag() == OPENING_TAG).then(|| {
+            serde_json::from_value(trigger.document().clone())
+                .map_err(|e| format!("stored opening: {e}"))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,8 +151,21 @@ mod tests {
             Window::from_facts(&named.trigger.to_stored()),
             Some(Ok(window))
         );
-        let other = Trigger::new("stripe", serde_json::json!({"object": "ch_1"}));
+        let other = Trigger::new("toy", serde_json::json!({"object": "o_1"}));
         assert_eq!(Window::from_trigger(&other), None);
         assert!(Window::external_id(9) < Window::external_id(10));
+    }
+
+    #[test]
+    fn a_backfill_is_cut_into_windows_that_cover_it_exactly() {
+        let at = |s: i64| DateTime::from_timestamp(s, 0).expect("time");
+        let windows = Window::backfill_windows(at(0), at(250), chrono::TimeDelta::seconds(100));
+        let bounds: Vec<(i64, i64)> = windows
+            .iter()
+            .map(|w| (w.from.timestamp(), w.to.timestamp()))
+            .collect();
+        assert_eq!(bounds, [(0, 100), (100, 200), (200, 250)]);
+        assert_eq!(windows[2].key(), "backfill:200-250");
+        assert!(Window::backfill_windows(at(5), at(5), chrono::TimeDelta::seconds(1)).is_empty());
     }
 }

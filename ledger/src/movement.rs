@@ -24,6 +24,10 @@ pub enum Counter {
     Adjustments,
     /// What the provider owes for a sale it has captured and not yet settled.
     Receivables,
+    /// An account of the provider's chart of accounts beyond these (application fees earned,
+    /// transfers, reserves, `suspense:{source}` for a category settle does not know...):
+    /// `{source}` in the name stands for the source's name.
+    Chart(&'static str),
 }
 
 impl Counter {
@@ -36,6 +40,7 @@ impl Counter {
             Counter::Bank => "bank",
             Counter::Adjustments => "adjustments",
             Counter::Receivables => "receivables",
+            Counter::Chart(name) => name,
         }
     }
 }
@@ -231,6 +236,12 @@ impl Movement {
 
     pub fn counter(&self) -> Counter {
         self.parts.counter
+    }
+
+    /// The provider's own name for the movement's category (a Stripe reporting category, an
+    /// Adyen record type).
+    pub fn provider_category(&self) -> &str {
+        &self.parts.provider_category
     }
 
     pub fn currency(&self) -> Currency {

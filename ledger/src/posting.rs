@@ -26,7 +26,18 @@ pub struct Accounts {
     pub adjustments: String,
     pub receivables: String,
     pub fx: String,
+    /// The source's name, for the provider's chart accounts named with `{source}`.
+    pub source: String,
+    /// The account a provider's category goes to instead of its default counter account
+    /// (`[sources.accounts.chart]`: category = account).
+    pub chart: BTreeMap<String, String>,
+    /// The connected account every account is namespaced by, if any.
+    pub namespace: Option<String>,
 }
+
+/// The prefix of the account a category the provider's chart does not know is booked to
+/// (`suspense:{source}`), for a person to classify (a review item).
+pub const SUSPENSE_PREFIX: &str = "suspense:";
 
 /// Account overrides as configured; unset names keep their defaults.
 #[derive(Clone, Debug, Default, Deserialize, serde::Serialize)]
@@ -41,6 +52,10 @@ pub struct AccountOverrides {
     pub adjustments: Option<String>,
     pub receivables: Option<String>,
     pub fx: Option<String>,
+    /// By the provider's category (a Stripe reporting category, an Adyen record type): the
+    /// account its counter side goes to instead of the chart's default.
+    #[serde(default)]
+    pub chart: BTreeMap<String, String>,
 }
 
 impl Accounts {
@@ -57,6 +72,9 @@ impl Accounts {
             adjustments: "adjustments".into(),
             receivables: format!("receivables:{source}"),
             fx: format!("fx:{source}"),
+            source: source.to_string(),
+            chart: BTreeMap::new(),
+            namespace: None,
         }
     }
 
@@ -74,6 +92,9 @@ impl Accounts {
             adjustments: namespaced(&self.adjustments),
             receivables: namespaced(&self.receivables),
             fx: namespaced(&self.fx),
+            source: self.source.clone(),
+            chart: self.chart.clone(),
+            namespace: Some(account.to_owned()),
         }
     }
 
@@ -90,6 +111,32 @@ impl Accounts {
             adjustments: pick(&overrides.adjustments, defaults.adjustments),
             receivables: pick(&overrides.receivables, defaults.receivables),
             fx: pick(&overrides.fx, defaults.fx),
+            source: defaults.source,
+            chart: overrides.chart.clone(),
+            namespace: None,
+        }
+    }
+
+    /// The account the counter side of a movement of `category` goes to: the source's own
+    /// choice for the category, else `counter`'s.
+    pub fn counter_account(&self, category: &str, counter: Counter) -> String {
+        let namespaced = |name: &str| match &self.namespace {
+            Some(account) => format!("{name}:{account}"),
+            None => name.to_owned(),
+        };
+        if let Some(chosen) = self.chart.get(category) {
+            return namespaced(chosen);
+        }
+        let a = self;
+        match counter {
+            Counter::Sales => a.sales.clone(),
+            Counter::Refunds => a.refunds.clone(),
+            Counter::Disputes => a.disputes.clone(),
+            Counter::Fees => a.fees.clone(),
+            Counter::Bank => a.bank.clone(),
+            Counter::Adjustments => a.adjustments.clone(),
+            Counter::Receivables => a.receivables.clone(),
+            Counter::Chart(name) => namespaced(&name.replace("{source}", &self.source)),
         }
     }
 }
@@ -232,7 +279,8 @@ pub fn draft(source: &SourceName, event: &SettlementEvent, accounts: &Accounts) 
 /// currency balances and `fx` keeps the conversion's difference.
 pub fn draft_movement(movement: &Movement, accounts: &Accounts) -> EntryDraft {
     let a = accounts;
-    let counter = counter_account(a, movement.counter());
+    let counter_name = a.counter_account(movement.provider_category(), movement.counter());
+    let counter = counter_name.as_str();
     let mut fee_lines: BTreeMap<String, Decimal> = BTreeMap::new();
     for fee in movement.fees() {
         *fee_lines.entry(fee_account(a, &fee.fee_type)).or_default() += fee.amount.decimal();
@@ -276,7 +324,7 @@ pub fn draft_receivable(movement: &Movement, accounts: &Accounts) -> EntryDraft 
     lines
         .debit(&accounts.receivables, movement.amount())
         .credit(
-            counter_account(accounts, movement.counter()),
+            &accounts.counter_account(movement.provider_category(), movement.counter()),
             movement.amount(),
         );
     EntryDraft {
@@ -284,19 +332,6 @@ pub fn draft_receivable(movement: &Movement, accounts: &Accounts) -> EntryDraft 
         effective_date: movement.occurred_at().date_naive(),
         description: describe(movement),
         lines: lines.into_vec(),
-    }
-}
-
-fn counter_account(accounts: &Accounts, counter: Counter) -> &str {
-    let a = accounts;
-    match counter {
-        Counter::Sales => &a.sales,
-        Counter::Refunds => &a.refunds,
-        Counter::Disputes => &a.disputes,
-        Counter::Fees => &a.fees,
-        Counter::Bank => &a.bank,
-        Counter::Adjustments => &a.adjustments,
-        Counter::Receivables => &a.receivables,
     }
 }
 

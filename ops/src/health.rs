@@ -109,6 +109,10 @@ async fn refresh_gauges(health: &Health) {
                 metrics::gauge!("settle_dead_letters_open_provider_auth", "source" => source.clone())
                     .set(*open as f64);
             }
+            for (account, entries) in &gauges.suspense {
+                metrics::gauge!("settle_suspense_entries", "account" => account.clone())
+                    .set(*entries as f64);
+            }
             metrics::gauge!("settle_database_up").set(1.0);
         }
         Err(error) => {

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod dashboard;
 pub mod export;
+pub mod feeds;
 mod health;
 pub mod loadgen;
 mod request_id;

@@ -19,8 +19,8 @@ pub mod signature;
 pub use budget::Budget;
 pub use config::{Key, KeyKind, Secret, Section, SectionError};
 pub use seam::{
-    Acknowledgement, Adapted, Chunks, FeedSettings, FuzzTarget, Ignore, Provider, Receive,
-    Rejection, Resolution, Resolve, Sample, Unparseable,
+    Acknowledgement, Adapted, Chunks, FeedSettings, FuzzTarget, Ignore, Listed, Provider,
+    ProviderLedger, Receive, Rejection, Resolution, Resolve, Sample, Unparseable,
 };
 pub use signature::SignatureError;
 

@@ -16,12 +16,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use http::HeaderMap;
 use ledger::posting::Accounts;
 use ledger::resolved::Resolved;
 use ledger::trigger::Trigger;
-use ledger::{NewEvent, PostError};
+use ledger::{Amount, Currency, NewEvent, PostError};
 
 use crate::budget::Budget;
 use crate::config::{Key, Section, SectionError};
@@ -184,6 +185,40 @@ pub trait Resolve: Send + Sync + fmt::Debug {
     fn feed(&self) -> Option<FeedSettings> {
         None
     }
+
+    /// The provider's own ledger of this source, if it can be read: its balance and the net of
+    /// its listed movements, to reconcile the books with.
+    fn ledger(&self) -> Option<&dyn ProviderLedger> {
+        None
+    }
+}
+
+/// What the provider's own books say.
+pub trait ProviderLedger: Send + Sync {
+    /// What the provider holds for the source now, per currency: what `{source}:balance` books.
+    fn balance(&self) -> BoxFuture<'_, Result<Vec<(Currency, Amount)>, PostError>>;
+
+    /// Every movement the provider lists as created in `[from, to)`.
+    fn listed(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> BoxFuture<'_, Result<Vec<Listed>, PostError>>;
+}
+
+/// A movement as the provider lists it, with the key its entry is booked under.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// The source key of its entry.
+    pub key: String,
+    /// The provider's id.
+    pub id: String,
+    /// The provider's category.
+    pub category: String,
+    pub currency: Currency,
+    /// What it did to the provider balance.
+    pub net: Amount,
+    pub created: DateTime<Utc>,
 }
 
 /// How often a source's feed is swept, and how far back each window reaches.

@@ -30,6 +30,16 @@ impl Resolvers {
         self.by_source.get(source).map(Arc::as_ref)
     }
 
+    /// How `source`'s feed is swept, if it has one.
+    pub fn feed_of(&self, source: &SourceName) -> Option<providers::FeedSettings> {
+        self.by_source.get(source)?.feed()
+    }
+
+    /// `source`'s provider's own ledger, if it can be read.
+    pub fn ledger_of(&self, source: &SourceName) -> Option<&dyn providers::ProviderLedger> {
+        self.by_source.get(source)?.ledger()
+    }
+
     /// The sources whose feed is swept, with how.
     pub(crate) fn feeds(&self) -> impl Iterator<Item = (SourceName, providers::FeedSettings)> + '_ {
         self.by_source

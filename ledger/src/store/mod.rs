@@ -91,6 +91,9 @@ pub struct Gauges {
     /// Open dead letters whose provider's API refused the configured key (`provider_auth`), by
     /// source: a configuration problem to fix once, then requeue.
     pub provider_auth: Vec<(String, i64)>,
+    /// Entries booked to a suspense account (a provider's category settle does not know), by
+    /// account: each a review item for a person to classify.
+    pub suspense: Vec<(String, i64)>,
 }
 
 /// The most bytes of parameters one statement should carry; statements that carry a group are
@@ -449,6 +452,21 @@ impl Store {
         to: i64,
     ) -> Result<bool, StoreError> {
         on_backend!(self, store => store.advance_feed_cursor(source.as_str(), from, to).await)
+    }
+
+    /// Which of the entries keyed `keys` are booked, each with what it booked to `account`
+    /// (its lines there summed, as text): for reconciling with a provider's own list.
+    pub async fn booked(
+        &self,
+        keys: &[String],
+        account: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut all = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(1_000) {
+            let found = on_backend!(self, store => store.booked(chunk, account).await)?;
+            all.extend(found);
+        }
+        Ok(all)
     }
 
     /// The id of the newest event recorded for `source`.

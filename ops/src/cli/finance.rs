@@ -178,6 +178,30 @@ pub enum ReconcileCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A source's balance at its provider against the books' balance account: equal to the
+    /// minor unit when the account is quiet, else the difference explained by what the provider
+    /// listed after the feed's cut. Exits 1 when they differ.
+    Balance {
+        /// The source's configured name.
+        source: String,
+        /// Machine-readable output (JSON) on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A source's movements as its provider lists them over [FROM, TO] (UTC days) against the
+    /// books: count and net per currency and category, and the ids the books miss. Exits 1 when
+    /// any is missing.
+    Coverage {
+        /// The source's configured name.
+        source: String,
+        #[arg(long)]
+        from: NaiveDate,
+        #[arg(long)]
+        to: NaiveDate,
+        /// Machine-readable output (JSON) on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Receivables never cleared: sales captured (booked from their capture notification) that no
     /// settlement line has settled after DAYS days, or settled for another amount. Exits 1 when
     /// there are any.
@@ -315,6 +339,11 @@ pub async fn reconcile(
     command: ReconcileCommand,
 ) -> anyhow::Result<()> {
     match command {
+        ReconcileCommand::Balance { .. } | ReconcileCommand::Coverage { .. } => {
+            bail!(
+                "a source's balance and coverage are reconciled with its provider's API (cli::feeds)"
+            )
+        }
         ReconcileCommand::Receivables { days, limit, json } => {
             let open = store
                 .open_receivables(

@@ -2,6 +2,7 @@
 //! example; shell completions and a man page generated from the same definitions.
 
 mod demo;
+mod feeds;
 mod finance;
 mod review;
 mod table;
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use chrono::NaiveDate;
 use clap::{CommandFactory, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
@@ -183,13 +185,30 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Payout reconciliation.
+    /// Reconciliation: payouts, receivables, a source's balance and coverage.
     #[command(after_help = "Example:\n  \
         settle reconcile payouts\n  \
-        settle reconcile payout po_1SetTL...")]
+        settle reconcile payout po_1SetTL...\n  \
+        settle reconcile balance stripe\n  \
+        settle reconcile coverage stripe --from 2026-11-01 --to 2026-11-30")]
     Reconcile {
         #[command(subcommand)]
         command: finance::ReconcileCommand,
+    },
+    /// Book a source's history from its provider's own list: every movement since DATE (a
+    /// window a day, posted by the workers) and one opening balance per currency at DATE. Safe
+    /// to run again; shows progress until done unless --no-wait.
+    #[command(after_help = "Example:\n  \
+        settle backfill stripe --since 2026-01-01")]
+    Backfill {
+        /// The source's configured name.
+        source: String,
+        /// The first day (UTC) to book.
+        #[arg(long)]
+        since: NaiveDate,
+        /// Record the backfill and return; the workers post it.
+        #[arg(long)]
+        no_wait: bool,
     },
     /// Export the journal for other tools.
     #[command(after_help = "Example:\n  \
@@ -373,10 +392,45 @@ async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<
             })
             .await
         }
+        Command::Reconcile {
+            command: finance::ReconcileCommand::Balance { source, json },
+        } => {
+            let shared = &config;
+            with_store(&config, |store| async move {
+                feeds::balance(shared, &store, &source, json).await
+            })
+            .await
+        }
+        Command::Reconcile {
+            command:
+                finance::ReconcileCommand::Coverage {
+                    source,
+                    from,
+                    to,
+                    json,
+                },
+        } => {
+            let shared = &config;
+            with_store(&config, |store| async move {
+                feeds::coverage(shared, &store, &source, from, to, json).await
+            })
+            .await
+        }
         Command::Reconcile { command } => {
             let rules = config.posting_rules();
             with_store(&config, |store| async move {
                 finance::reconcile(&store, &rules, command).await
+            })
+            .await
+        }
+        Command::Backfill {
+            source,
+            since,
+            no_wait,
+        } => {
+            let shared = &config;
+            with_store(&config, |store| async move {
+                feeds::backfill(shared, &store, &source, since, no_wait).await
             })
             .await
         }

@@ -289,6 +289,14 @@ async fn overview(State(state): State<DashboardState>, Viewer(session): Viewer) 
                     code { "settle dead-letters requeue --source " (source) " --error-code provider_auth --reason \"key fixed\"" }
                 }
             }
+            @for (account, entries) in &gauges.suspense {
+                p.alert id=(format!("suspense-{account}")) {
+                    (entries) " entr" (if *entries == 1 { "y is" } else { "ies are" }) " booked to "
+                    a href=(format!("/dashboard/journal?account={account}")) { (account) }
+                    ": the provider named a category settle has no account for. Classify each with a correction, and name the category's account in the source's "
+                    code { "[sources.accounts.chart]" } "."
+                }
+            }
             div.cards {
                 div.card { b id="queue-depth" { (gauges.queue_depth) } "jobs in the queue" }
                 div.card { b { (gauges.oldest_pending_age_secs) " s" } "oldest due job waiting" }

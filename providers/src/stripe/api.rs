@@ -69,6 +69,22 @@ struct Page<T> {
     has_more: bool,
 }
 
+/// The balance object (`GET /v1/balance`, `fixtures/stripe/balance.json`): funds by currency in
+/// each bucket. `available` and `pending` are the account's balance, which `{source}:balance`
+/// books; `connect_reserved`, `instant_available` and `issuing` are not part of it.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Balance {
+    pub available: Vec<Funds>,
+    pub pending: Vec<Funds>,
+}
+
+/// An amount in one currency, in minor units.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Funds {
+    pub amount: i64,
+    pub currency: String,
+}
+
 /// A refund as listed with its balance transactions expanded.
 #[derive(Deserialize)]
 struct Refund {
@@ -229,6 +245,11 @@ impl StripeApi {
                 Err(error) => return Err(error),
             }
         }
+    }
+
+    /// `GET /v1/balance`: what Stripe holds for the account now.
+    pub async fn balance(&self, account: Option<&str>) -> Result<Balance, ProviderError> {
+        self.get("balance", "/v1/balance", &[], account).await
     }
 
     /// Reads a listing page after page (`starting_after` the last item) until `has_more` is

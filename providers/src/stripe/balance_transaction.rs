@@ -82,38 +82,116 @@ impl BalanceTransaction {
     }
 }
 
-/// How each reporting category posts (Stripe's "reporting categories"), the one table of
-/// Stripe's money in settle. The provider balance (`{source}:balance`) always takes the net,
-/// the fee accounts the fee parts; the gross goes against the counter account. Anything not
-/// listed is booked to adjustments, never refused: money moved, a person may reclassify it.
+/// The account a balance transaction of a category settle does not know goes to, for a person
+/// to classify: never silently an adjustment, never a refused transaction.
+pub const SUSPENSE: &str = "suspense:{source}";
+
+/// Stripe's chart of accounts: how each reporting category Stripe publishes
+/// (`fixtures/stripe/reporting_categories.json` names the source; a test walks the list) posts.
+/// The provider balance (`{source}:balance`) always takes the net, the fee accounts the fee
+/// parts; the gross goes against the counter account below (`{source}` is the source's name),
+/// unless the source names another for the category (`[sources.accounts.chart]`). A category
+/// not listed goes to [`SUSPENSE`]. Balance transaction types are listed too, for a transaction
+/// that carries no reporting category.
 ///
-/// | reporting_category (or type) | kind | counter |
+/// | reporting_category (types) | kind | counter account |
 /// |---|---|---|
-/// | `charge`, `payment` | charge_settled | sales |
-/// | `refund`, `payment_refund` | refund_settled | refunds |
-/// | `refund_failure`, `payment_failure_refund` | adjustment | refunds |
-/// | `dispute` | chargeback | disputes |
-/// | `dispute_reversal` | chargeback_reversed | disputes |
-/// | `fee` (Stripe, Radar, Billing, Connect fees...), `stripe_fee`, `application_fee`, `tax_fee`, `stripe_fx_fee` | fee | fees |
+/// | `charge` (`payment`) | charge_settled | sales |
+/// | `charge_failure`, `partial_capture_reversal` | adjustment | sales (a failed debit payment, an uncaptured part: the sale is reversed) |
+/// | `refund` (`payment_refund`) | refund_settled | refunds |
+/// | `refund_failure` (`payment_failure_refund`) | adjustment | refunds |
+/// | `dispute` | chargeback | disputes:{source} |
+/// | `dispute_reversal` | chargeback_reversed | disputes:{source} |
+/// | `fee` (`stripe_fee`, `stripe_fx_fee`) | fee | fees:{source} |
+/// | `tax` (`tax_fee`) | fee | tax:{source} |
+/// | `network_cost` | fee | network_costs:{source} |
+/// | `platform_earning`, `platform_earning_refund` (`application_fee`, `application_fee_refund`) | adjustment | revenue:application_fees |
+/// | `transfer`, `transfer_reversal`, `connect_collection_transfer` | adjustment | transfers:{source} |
+/// | `topup`, `topup_reversal` | adjustment | bank |
 /// | `payout` | payout_paid | bank |
-/// | `payout_reversal`, `payout_failure`, `payout_cancel` | payout_failed | bank |
-/// | anything else (`transfer`, `topup`, `other_adjustment`, reserves...) | adjustment | adjustments |
+/// | `payout_reversal` (`payout_failure`, `payout_cancel`) | payout_failed | bank |
+/// | `payout_minimum_balance_hold`, `payout_minimum_balance_release` | adjustment | {source}:minimum_balance |
+/// | `risk_reserved_funds`, `connect_reserved_funds`, `payment_network_reserve_hold`, `payment_network_reserve_release` | adjustment | {source}:reserved |
+/// | `advance`, `advance_funding`, `anticipation_repayment`, `financing_paydown`, `financing_paydown_reversal`, `financing_payout`, `financing_payout_reversal` | adjustment | financing:{source} |
+/// | `issuing_authorization_hold`, `issuing_authorization_release`, `issuing_disbursement`, `issuing_dispute`, `issuing_dispute_fraud_liability_debit`, `issuing_dispute_provisional_credit`, `issuing_dispute_provisional_credit_reversal`, `issuing_transaction` | adjustment | issuing:{source} |
+/// | `climate_order_purchase`, `climate_order_refund` | adjustment | expenses:climate |
+/// | `contribution` | adjustment | expenses:contributions |
+/// | `unreconciled_customer_funds` | adjustment | customer_funds:{source} |
+/// | `other_adjustment` | adjustment | adjustments |
+/// | anything else | adjustment | suspense:{source} |
+pub const CHART: &[(&str, Kind, Counter)] = &[
+    ("charge", Kind::ChargeSettled, Counter::Sales),
+    ("payment", Kind::ChargeSettled, Counter::Sales),
+    ("charge_failure", Kind::Adjustment, Counter::Sales),
+    ("partial_capture_reversal", Kind::Adjustment, Counter::Sales),
+    ("refund", Kind::RefundSettled, Counter::Refunds),
+    ("payment_refund", Kind::RefundSettled, Counter::Refunds),
+    ("refund_failure", Kind::Adjustment, Counter::Refunds),
+    ("payment_failure_refund", Kind::Adjustment, Counter::Refunds),
+    ("dispute", Kind::Chargeback, Counter::Disputes),
+    ("dispute_reversal", Kind::ChargebackReversed, Counter::Disputes),
+    ("fee", Kind::Fee, Counter::Fees),
+    ("stripe_fee", Kind::Fee, Counter::Fees),
+    ("stripe_fx_fee", Kind::Fee, Counter::Fees),
+    ("tax", Kind::Fee, Counter::Chart("tax:{source}")),
+    ("tax_fee", Kind::Fee, Counter::Chart("tax:{source}")),
+    ("network_cost", Kind::Fee, Counter::Chart("network_costs:{source}")),
+    ("platform_earning", Kind::Adjustment, Counter::Chart(APPLICATION_FEES)),
+    ("platform_earning_refund", Kind::Adjustment, Counter::Chart(APPLICATION_FEES)),
+    ("application_fee", Kind::Adjustment, Counter::Chart(APPLICATION_FEES)),
+    ("application_fee_refund", Kind::Adjustment, Counter::Chart(APPLICATION_FEES)),
+    ("transfer", Kind::Adjustment, Counter::Chart(TRANSFERS)),
+    ("transfer_reversal", Kind::Adjustment, Counter::Chart(TRANSFERS)),
+    ("connect_collection_transfer", Kind::Adjustment, Counter::Chart(TRANSFERS)),
+    ("topup", Kind::Adjustment, Counter::Bank),
+    ("topup_reversal", Kind::Adjustment, Counter::Bank),
+    ("payout", Kind::PayoutPaid, Counter::Bank),
+    ("payout_reversal", Kind::PayoutFailed, Counter::Bank),
+    ("payout_failure", Kind::PayoutFailed, Counter::Bank),
+    ("payout_cancel", Kind::PayoutFailed, Counter::Bank),
+    ("payout_minimum_balance_hold", Kind::Adjustment, Counter::Chart(MINIMUM_BALANCE)),
+    ("payout_minimum_balance_release", Kind::Adjustment, Counter::Chart(MINIMUM_BALANCE)),
+    ("risk_reserved_funds", Kind::Adjustment, Counter::Chart(RESERVED)),
+    ("connect_reserved_funds", Kind::Adjustment, Counter::Chart(RESERVED)),
+    ("payment_network_reserve_hold", Kind::Adjustment, Counter::Chart(RESERVED)),
+    ("payment_network_reserve_release", Kind::Adjustment, Counter::Chart(RESERVED)),
+    ("advance", Kind::Adjustment, Counter::Chart(FINANCING)),
+    ("advance_funding", Kind::Adjustment, Counter::Chart(FINANCING)),
+    ("anticipation_repayment", Kind::Adjustment, Counter::Chart(FINANCING)),
+    ("financing_paydown", Kind::Adjustment, Counter::Chart(FINANCING)),
+    ("financing_paydown_reversal", Kind::Adjustment, Counter::Chart(FINANCING)),
+    ("financing_payout", Kind::Adjustment, Counter::Chart(FINANCING)),
+    ("financing_payout_reversal", Kind::Adjustment, Counter::Chart(FINANCING)),
+    ("issuing_authorization_hold", Kind::Adjustment, Counter::Chart(ISSUING)),
+    ("issuing_authorization_release", Kind::Adjustment, Counter::Chart(ISSUING)),
+    ("issuing_disbursement", Kind::Adjustment, Counter::Chart(ISSUING)),
+    ("issuing_dispute", Kind::Adjustment, Counter::Chart(ISSUING)),
+    ("issuing_dispute_fraud_liability_debit", Kind::Adjustment, Counter::Chart(ISSUING)),
+    ("issuing_dispute_provisional_credit", Kind::Adjustment, Counter::Chart(ISSUING)),
+    ("issuing_dispute_provisional_credit_reversal", Kind::Adjustment, Counter::Chart(ISSUING)),
+    ("issuing_transaction", Kind::Adjustment, Counter::Chart(ISSUING)),
+    ("climate_order_purchase", Kind::Adjustment, Counter::Chart("expenses:climate")),
+    ("climate_order_refund", Kind::Adjustment, Counter::Chart("expenses:climate")),
+    ("contribution", Kind::Adjustment, Counter::Chart("expenses:contributions")),
+    ("unreconciled_customer_funds", Kind::Adjustment, Counter::Chart("customer_funds:{source}")),
+    ("other_adjustment", Kind::Adjustment, Counter::Adjustments),
+];
+
+const APPLICATION_FEES: &str = "revenue:application_fees";
+const TRANSFERS: &str = "transfers:{source}";
+const MINIMUM_BALANCE: &str = "{source}:minimum_balance";
+const RESERVED: &str = "{source}:reserved";
+const FINANCING: &str = "financing:{source}";
+const ISSUING: &str = "issuing:{source}";
+
+/// How a category posts, by [`CHART`]; [`SUSPENSE`] when it is not there.
 pub fn posting_of(category: &str) -> (Kind, Counter) {
-    match category {
-        "charge" | "payment" => (Kind::ChargeSettled, Counter::Sales),
-        "refund" | "payment_refund" => (Kind::RefundSettled, Counter::Refunds),
-        "refund_failure" | "payment_failure_refund" => (Kind::Adjustment, Counter::Refunds),
-        "dispute" => (Kind::Chargeback, Counter::Disputes),
-        "dispute_reversal" => (Kind::ChargebackReversed, Counter::Disputes),
-        "fee" | "stripe_fee" | "application_fee" | "tax_fee" | "stripe_fx_fee" => {
-            (Kind::Fee, Counter::Fees)
-        }
-        "payout" => (Kind::PayoutPaid, Counter::Bank),
-        "payout_reversal" | "payout_failure" | "payout_cancel" => {
-            (Kind::PayoutFailed, Counter::Bank)
-        }
-        _ => (Kind::Adjustment, Counter::Adjustments),
-    }
+    CHART
+        .iter()
+        .find(|(listed, ..)| *listed == category)
+        .map_or((Kind::Adjustment, Counter::Chart(SUSPENSE)), |(_, kind, counter)| {
+            (*kind, *counter)
+        })
 }
 
 /// The source key of a balance transaction's entry: `{source}/balance_transaction/{txn}`, or
@@ -219,6 +297,89 @@ pub fn movement(
         details: details(transaction, net),
         provider_category: transaction.category().to_owned(),
         legacy_source_key,
+        counter_amount: None,
+        compared: ledger::movement::Compared::Everything,
+    })
+}
+
+/// A listed transaction whose facts do not add up (fee parts that do not sum to the fee, a net
+/// that is not the amount less the fee): what it did to the Stripe balance (its net) is booked
+/// against [`SUSPENSE`], with what was wrong in its details, for a person to classify. Its
+/// neighbours in the listing are booked as usual and the feed moves on. A net the currency
+/// cannot hold cannot be booked at all: the error is the caller's.
+pub fn suspense_movement(
+    source: &SourceName,
+    account: Option<&str>,
+    transaction: &BalanceTransaction,
+    error: &MovementError,
+) -> Result<Movement, MovementError> {
+    let currency = currency_of(&transaction.currency, "currency")?;
+    let net = minor(transaction.net, currency, "net")?;
+    let id = MovementId::parse(&transaction.id).map_err(|e| MovementError::Field {
+        field: "id",
+        detail: e.to_string(),
+    })?;
+    let occurred_at =
+        DateTime::from_timestamp(transaction.created, 0).ok_or(MovementError::Field {
+            field: "created",
+            detail: "not a time".into(),
+        })?;
+    let mut details = details(transaction, net);
+    details["review"] = json!(format!("does not add up: {error}"));
+    details["amount"] = json!(transaction.amount);
+    details["fee"] = json!(transaction.fee);
+    Movement::new(MovementParts {
+        source_key: source_key(source, account, &transaction.id),
+        id,
+        kind: Kind::Adjustment,
+        counter: Counter::Chart(SUSPENSE),
+        currency,
+        amount: net,
+        fee: minor(0, currency, "fee")?,
+        fees: Vec::new(),
+        net,
+        occurred_at,
+        payout_id: None,
+        reference: None,
+        details,
+        provider_category: transaction.category().to_owned(),
+        legacy_source_key: None,
+        counter_amount: None,
+        compared: ledger::movement::Compared::Everything,
+    })
+}
+
+/// The opening balance of one currency (`minor` units held at `since`), booked to the balance
+/// against the opening account, keyed `{source}/opening/{currency}`: one per source and currency.
+pub fn opening_movement(
+    source: &SourceName,
+    currency: &str,
+    minor_units: i64,
+    since: DateTime<chrono::Utc>,
+) -> Result<Movement, MovementError> {
+    let currency = currency_of(currency, "currency")?;
+    let net = minor(minor_units, currency, "amount")?;
+    let code = currency.code().to_ascii_lowercase();
+    Movement::new(MovementParts {
+        source_key: format!("{source}/opening/{code}"),
+        id: MovementId::parse(&format!("opening_{code}")).map_err(|e| MovementError::Field {
+            field: "currency",
+            detail: e.to_string(),
+        })?,
+        kind: Kind::Adjustment,
+        counter: Counter::Chart(ledger::feed::OPENING_ACCOUNT),
+        currency,
+        amount: net,
+        fee: minor(0, currency, "fee")?,
+        fees: Vec::new(),
+        net,
+        occurred_at: since,
+        payout_id: None,
+        reference: None,
+        details: json!({"provider": "stripe", "opening_balance_at": since.to_rfc3339(),
+                        "currency": currency.code(), "net": net.to_string()}),
+        provider_category: "opening_balance".to_owned(),
+        legacy_source_key: None,
         counter_amount: None,
         compared: ledger::movement::Compared::Everything,
     })
@@ -342,7 +503,11 @@ mod tests {
         );
         assert_eq!(
             posting_of("transfer"),
-            (Kind::Adjustment, Counter::Adjustments)
+            (Kind::Adjustment, Counter::Chart("transfers:{source}"))
+        );
+        assert_eq!(
+            posting_of("a_category_stripe_adds_tomorrow"),
+            (Kind::Adjustment, Counter::Chart(SUSPENSE))
         );
         assert_eq!(posting_of("dispute"), (Kind::Chargeback, Counter::Disputes));
     }
@@ -387,6 +552,40 @@ mod tests {
                 ("sales".to_owned(), "-100.00".to_owned()),
             ]
         );
+    }
+
+    /// Every reporting category Stripe publishes has its own place in the chart (none is left
+    /// to suspense), and every category and type the list maps to it is in the chart's table.
+    #[test]
+    fn every_published_category_and_type_is_in_the_chart() {
+        let list: Value = serde_json::from_str(include_str!(
+            "../../../fixtures/stripe/reporting_categories.json"
+        ))
+        .expect("the list is JSON");
+        let categories = list["categories"].as_array().expect("categories");
+        assert!(categories.len() >= 40, "the list is Stripe's whole list");
+        let source = source();
+        let accounts = ledger::Accounts::defaults(&source);
+        for entry in categories {
+            let category = entry["category"].as_str().expect("a category");
+            let (_, counter) = posting_of(category);
+            assert_ne!(counter, Counter::Chart(SUSPENSE), "{category} has no account");
+            let account = accounts.counter_account(category, counter);
+            assert!(!account.starts_with("suspense"), "{category}: {account}");
+            for kind in entry["types"].as_array().expect("types") {
+                let kind = kind.as_str().expect("a type");
+                // Some types (`adjustment`, `validation`...) belong to several categories and
+                // are read only through their category.
+                if CHART.iter().any(|(listed, ..)| *listed == kind) {
+                    let (_, by_type) = posting_of(kind);
+                    assert_eq!(
+                        accounts.counter_account(kind, by_type),
+                        account,
+                        "type {kind} posts as its category {category}"
+                    );
+                }
+            }
+        }
     }
 
     /// The fingerprint settle has always stored for `CHARGE`.

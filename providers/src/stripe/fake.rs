@@ -29,6 +29,7 @@ pub fn fixture(name: &str) -> Value {
         "payout" => include_str!("../../../fixtures/stripe/payout.json"),
         "event" => include_str!("../../../fixtures/stripe/event.json"),
         "list" => include_str!("../../../fixtures/stripe/list.json"),
+        "balance" => include_str!("../../../fixtures/stripe/balance.json"),
         "error" => include_str!("../../../fixtures/stripe/error.json"),
         other => panic!("no Stripe fixture {other:?}"),
     };
@@ -185,7 +186,7 @@ impl FakeStripe {
     }
 
     /// Answers `GET /v1/balance` for the platform (`account: None`) or a connected account
-    /// with this balance object.
+    /// with this balance object (by default, the balance its transactions add up to).
     pub fn set_balance(&self, account: Option<&str>, balance: Value) {
         if let Ok(mut all) = self.fake.balance.lock() {
             all.insert(account.map(str::to_owned), balance);
@@ -649,15 +650,52 @@ async fn balance(State(fake): State<Arc<Fake>>, headers: HeaderMap) -> Response 
     if let Some(refused) = admit(&fake, &headers, "/v1/balance", "").await {
         return refused;
     }
-    let found = fake
+    let account = account(&headers);
+    let set = fake
         .balance
         .lock()
         .ok()
-        .and_then(|all| all.get(&account(&headers)).cloned());
-    match found {
-        Some(balance) => axum::Json(balance).into_response(),
-        None => not_found("balance"),
+        .and_then(|all| all.get(&account).cloned());
+    axum::Json(set.unwrap_or_else(|| computed_balance(fake.as_ref(), &account))).into_response()
+}
+
+/// The balance Stripe would hold after the transactions the fake was given: each one's net, in
+/// `pending` until its `available_on` and in `available` from then.
+fn computed_balance(fake: &Fake, account: &Option<String>) -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        .try_into()
+        .unwrap_or(i64::MAX);
+    let mut available: std::collections::BTreeMap<String, i64> = Default::default();
+    let mut pending: std::collections::BTreeMap<String, i64> = Default::default();
+    if let Ok(objects) = fake.objects.lock() {
+        for ((owner, _), transaction) in &objects.transactions {
+            if owner != account {
+                continue;
+            }
+            let currency = transaction["currency"].as_str().unwrap_or("usd").to_owned();
+            let net = transaction["net"].as_i64().unwrap_or_default();
+            let bucket = match transaction["available_on"].as_i64() {
+                Some(on) if on > now => &mut pending,
+                _ => &mut available,
+            };
+            *bucket.entry(currency).or_default() += net;
+        }
     }
+    let funds = |bucket: std::collections::BTreeMap<String, i64>| {
+        Value::Array(
+            bucket
+                .into_iter()
+                .map(|(currency, amount)| json!({"amount": amount, "currency": currency, "source_types": {"card": amount}}))
+                .collect(),
+        )
+    };
+    let mut balance = fixture("balance");
+    balance["available"] = funds(available);
+    balance["pending"] = funds(pending);
+    balance["connect_reserved"] = json!([]);
+    balance
 }
 
 async fn list_refunds(

@@ -2,22 +2,23 @@
 //! any transaction: the fetched facts are checked and drafted into entries by the posting rules,
 //! and the store posts them (each by its key, so fetching twice is harmless).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use ledger::feed::Window;
+use chrono::{DateTime, Utc};
+use ledger::feed::{Opening, Window};
 use ledger::posting::{self, Accounts};
 use ledger::resolved::{MovementEntry, Resolved};
 use ledger::trigger::Trigger;
-use ledger::{PayoutId, PostError, ProviderError, SourceName};
+use ledger::{Amount, Currency, PayoutId, PostError, ProviderError, SourceName};
 use serde_json::Value;
 
 use super::api::StripeApi;
 use super::balance_transaction::{self, BalanceTransaction};
 use super::trigger::StripeTrigger;
 use crate::budget::Budget;
-use crate::seam::{Chunks, FeedSettings, Resolution, Resolve};
+use crate::seam::{Chunks, FeedSettings, Listed, ProviderLedger, Resolution, Resolve};
 use tokio::task::JoinHandle;
 
 /// One Stripe source's resolving half: its API client, and its feed when it reads one.
@@ -41,6 +42,11 @@ impl Resolve for Resolver {
                     accounts.clone(),
                     window,
                 ))));
+            }
+            if let Some(opening) = Opening::from_trigger(trigger) {
+                let opening = opening.map_err(PostError::CorruptEvent)?;
+                let resolved = open(&self.api, accounts, opening).await?;
+                return Ok(Resolution::Whole(resolved));
             }
             let trigger =
                 StripeTrigger::from_trigger(trigger).map_err(PostError::CorruptEvent)?;
@@ -66,6 +72,139 @@ impl Resolve for Resolver {
     fn feed(&self) -> Option<FeedSettings> {
         self.feed
     }
+
+    fn ledger(&self) -> Option<&dyn ProviderLedger> {
+        Some(self)
+    }
+}
+
+impl ProviderLedger for Resolver {
+    fn balance(&self) -> BoxFuture<'_, Result<Vec<(Currency, Amount)>, PostError>> {
+        Box::pin(async move {
+            let balance = self.api.balance(None).await?;
+            let mut held: BTreeMap<String, i64> = BTreeMap::new();
+            for funds in balance.available.iter().chain(&balance.pending) {
+                *held.entry(funds.currency.clone()).or_default() += funds.amount;
+            }
+            held.into_iter()
+                .map(|(currency, minor)| amount_of(&currency, minor))
+                .collect::<Result<_, _>>()
+                .map_err(PostError::from)
+        })
+    }
+
+    fn listed(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> BoxFuture<'_, Result<Vec<Listed>, PostError>> {
+        Box::pin(async move {
+            let source = self.api.source();
+            let mut listed = Vec::new();
+            let mut failed = None;
+            each_listed(&self.api, from.timestamp(), to.timestamp(), |transaction| {
+                match amount_of(&transaction.currency, transaction.net) {
+                    Ok((currency, net)) => listed.push(Listed {
+                        key: balance_transaction::source_key(source, None, &transaction.id),
+                        id: transaction.id.clone(),
+                        category: transaction.category().to_owned(),
+                        currency,
+                        net,
+                        created: DateTime::from_timestamp(transaction.created, 0)
+                            .unwrap_or_default(),
+                    }),
+                    Err(error) => failed = Some(error),
+                }
+            })
+            .await?;
+            match failed {
+                Some(error) => Err(error.into()),
+                None => Ok(listed),
+            }
+        })
+    }
+}
+
+/// Stripe's lower-case currency and minor units, as settle's.
+fn amount_of(currency: &str, minor: i64) -> Result<(Currency, Amount), ProviderError> {
+    let currency = Currency::parse(&currency.to_ascii_uppercase())
+        .map_err(|e| ProviderError::Response(format!("balance: {e}")))?;
+    let amount = balance_transaction::EXPONENTS
+        .amount(minor, currency)
+        .map_err(|e| ProviderError::Response(format!("balance: {e}")))?;
+    Ok((currency, amount))
+}
+
+/// Calls `each` with every balance transaction Stripe lists as created in `[from, to)`, page
+/// after page.
+async fn each_listed(
+    api: &StripeApi,
+    from: i64,
+    to: i64,
+    mut each: impl FnMut(&BalanceTransaction),
+) -> Result<(), ProviderError> {
+    let mut after: Option<String> = None;
+    loop {
+        let (page, more) = api.window_page(None, from, to, after.as_deref()).await?;
+        page.iter().for_each(&mut each);
+        match (more, page.last()) {
+            (true, Some(last)) => after = Some(last.id.clone()),
+            (true, None) => {
+                return Err(ProviderError::Response(
+                    "an empty listing page says it has more".into(),
+                ));
+            }
+            (false, _) => return Ok(()),
+        }
+    }
+}
+
+/// The opening balance at `opening.since`: what Stripe holds now less the net of every balance
+/// transaction created since, one entry per currency against the opening account. Read again
+/// (a transient error) when a transaction was created while the balance was being read, so the
+/// two readings agree.
+async fn open(
+    api: &StripeApi,
+    accounts: &Accounts,
+    opening: Opening,
+) -> Result<Resolved, ProviderError> {
+    let before = Utc::now().timestamp();
+    let balance = api.balance(None).await?;
+    let after = Utc::now().timestamp() + 1;
+    let mut held: BTreeMap<String, i64> = BTreeMap::new();
+    for funds in balance.available.iter().chain(&balance.pending) {
+        *held.entry(funds.currency.clone()).or_default() += funds.amount;
+    }
+    let mut moving = false;
+    each_listed(api, opening.since.timestamp(), after + 1, |transaction| {
+        if transaction.created >= before {
+            moving |= transaction.created <= after;
+            return;
+        }
+        *held.entry(transaction.currency.clone()).or_default() -= transaction.net;
+    })
+    .await?;
+    if moving {
+        return Err(ProviderError::Unavailable {
+            detail: "the account moved while its balance was read; reading it again".into(),
+            retry_after_ms: Some(1_000),
+        });
+    }
+    let mut entries = Vec::new();
+    for (currency, minor) in held {
+        let movement = balance_transaction::opening_movement(api.source(), &currency, minor, opening.since)
+            .map_err(|e| ProviderError::Facts(format!("opening balance in {currency}: {e}")))?;
+        if movement.is_zero() {
+            continue;
+        }
+        let draft = posting::draft_movement(&movement, accounts);
+        entries.push(MovementEntry::new(movement, draft));
+    }
+    Ok(Resolved {
+        entries,
+        payout: None,
+        partial: false,
+    })
 }
 
 /// A page of a window's listing being fetched.
@@ -123,7 +262,7 @@ impl Chunks for WindowChunks {
                 })?;
                 self.next = Some(self.fetch(Some(last)));
             }
-            let mut resolved = draft(self.api.source(), &self.accounts, None, None, &page)?;
+            let mut resolved = draft_listed(self.api.source(), &self.accounts, &page)?;
             resolved.partial = more;
             metrics::counter!("settle_feed_transactions_listed_total", "source" => self.api.source().to_string())
                 .increment(page.len() as u64);
@@ -217,6 +356,36 @@ fn embedded_id(embedded: &Value) -> Result<String, ProviderError> {
                 ProviderError::Facts("an embedded balance transaction has no id".into())
             }),
     }
+}
+
+/// Drafts a feed window's page: as [`draft`], but a transaction that does not add up is booked
+/// to suspense on its own ([`balance_transaction::suspense_movement`]) instead of failing the page.
+fn draft_listed(
+    source: &SourceName,
+    accounts: &Accounts,
+    transactions: &[BalanceTransaction],
+) -> Result<Resolved, ProviderError> {
+    let mut entries = Vec::with_capacity(transactions.len());
+    for transaction in transactions {
+        let movement = balance_transaction::movement(source, None, transaction)
+            .or_else(|error| {
+                tracing::warn!(%source, transaction = %transaction.id, %error, "a listed balance transaction does not add up; booked to suspense");
+                balance_transaction::suspense_movement(source, None, transaction, &error)
+            })
+            .map_err(|error| {
+                ProviderError::Facts(format!("balance transaction {}: {error}", transaction.id))
+            })?;
+        if movement.is_zero() {
+            continue;
+        }
+        let draft = posting::draft_movement(&movement, accounts);
+        entries.push(MovementEntry::new(movement, draft));
+    }
+    Ok(Resolved {
+        entries,
+        payout: None,
+        partial: false,
+    })
 }
 
 /// Checks each transaction and drafts its entry, tied to `payout` when it is the payout's

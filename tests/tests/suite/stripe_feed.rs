@@ -10,6 +10,7 @@ use serde_json::Value;
 use std::sync::Arc;
 use tests::TestApp;
 use tests::app::{AppOptions, Backend, STRIPE_API_KEY, STRIPE_SECRET, spawn, start};
+use tests::process::{Scratch, run_settle};
 use tests::sign;
 use tests::stripe::{Txn, charge, event};
 
@@ -17,6 +18,8 @@ tests::on_both_backends!(
     a_manual_payout_accounts_fees_and_transfers_are_booked_with_no_webhook,
     a_webhook_wakes_the_feed_and_the_overlap_reads_what_stripe_listed_late,
     a_feed_that_stopped_catches_up_from_its_last_window,
+    each_category_books_to_its_account_and_what_settle_cannot_place_to_suspense,
+    a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complete,
 );
 
 const SOURCE: &str = "stripe-feed";
@@ -310,6 +313,281 @@ async fn a_feed_that_stopped_catches_up_from_its_last_window(backend: Backend) {
         app.metric(&format!("settle_feed_lag_seconds{{source=\"{SOURCE}\"}}"))
             .await
             < 60.0
+    );
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
+
+/// The chart of accounts on real listings: application fees are revenue, network costs their
+/// own fee account, a partial capture's reversal takes back from sales; a category settle does
+/// not know and a transaction that does not add up are each booked to `suspense:{source}` (what
+/// they did to the Stripe balance kept exact), raised as review items, and the rest of the
+/// listing is booked.
+async fn each_category_books_to_its_account_and_what_settle_cannot_place_to_suspense(
+    backend: Backend,
+) {
+    let fake = fake().await;
+    let now = Utc::now().timestamp();
+    fake.add_transaction(
+        None,
+        movement("txn_c_app", "platform_earning", 500, Some("fee_1"), now - 9),
+    );
+    fake.add_transaction(
+        None,
+        movement("txn_c_net", "network_cost", -30, None, now - 8),
+    );
+    fake.add_transaction(
+        None,
+        at(Txn::charge("txn_c_auth", "ch_c", 10_000, 320), now - 7),
+    );
+    fake.add_transaction(
+        None,
+        movement(
+            "txn_c_partial",
+            "partial_capture_reversal",
+            -2_000,
+            Some("ch_c"),
+            now - 6,
+        ),
+    );
+    fake.add_transaction(
+        None,
+        movement("txn_c_new", "a_category_from_2027", -100, None, now - 5),
+    );
+    let mut broken = at(Txn::charge("txn_c_bad", "ch_bad", 1_000, 30), now - 4);
+    broken["net"] = Value::from(900);
+    fake.add_transaction(None, broken);
+    let app = spawn(options(backend, &fake, 1)).await;
+
+    let all = [
+        "txn_c_app",
+        "txn_c_net",
+        "txn_c_auth",
+        "txn_c_partial",
+        "txn_c_new",
+        "txn_c_bad",
+    ];
+    wait_entries(&app, &all).await;
+    assert_eq!(
+        app.lines_of("txn_c_app").await,
+        [
+            "stripe-feed:balance USD 5",
+            "revenue:application_fees USD -5"
+        ]
+    );
+    assert_eq!(
+        app.lines_of("txn_c_net").await,
+        [
+            "stripe-feed:balance USD -0.3",
+            "network_costs:stripe-feed USD 0.3"
+        ]
+    );
+    assert_eq!(
+        app.lines_of("txn_c_partial").await,
+        ["stripe-feed:balance USD -20", "sales USD 20"]
+    );
+    assert_eq!(
+        app.lines_of("txn_c_new").await,
+        ["stripe-feed:balance USD -1", "suspense:stripe-feed USD 1"]
+    );
+    assert_eq!(
+        app.lines_of("txn_c_bad").await,
+        ["stripe-feed:balance USD 9", "suspense:stripe-feed USD -9"],
+        "what Stripe says reached its balance, kept exact"
+    );
+    app.wait_settled(30).await;
+    assert_eq!(
+        app.metric("settle_suspense_entries{account=\"suspense:stripe-feed\"}")
+            .await,
+        2.0
+    );
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
+
+/// An account with history: `settle backfill` books every balance transaction since the date
+/// (a window a day) and an opening balance equal to what Stripe held then (its balance now less
+/// everything since), so `settle reconcile balance` finds the books equal to Stripe's balance,
+/// to the minor unit; money that came in after the feed's cut explains the difference until it
+/// is swept; `settle reconcile coverage` finds every listed transaction booked. Run twice, the
+/// backfill books nothing twice.
+async fn a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complete(
+    backend: Backend,
+) {
+    let fake = fake().await;
+    let now = Utc::now().timestamp();
+    let day = 86_400;
+    // Before the backfill's first day: only in Stripe's balance.
+    fake.add_transaction(
+        None,
+        at(
+            Txn::charge("txn_b_old", "ch_old", 50_000, 1_480),
+            now - 30 * day,
+        ),
+    );
+    // Since: four days of activity, in two currencies.
+    fake.add_transaction(
+        None,
+        at(Txn::charge("txn_b_1", "ch_1", 10_000, 320), now - 4 * day),
+    );
+    fake.add_transaction(
+        None,
+        movement("txn_b_fee", "fee", -1_500, None, now - 3 * day),
+    );
+    fake.add_transaction(
+        None,
+        movement("txn_b_ref", "refund", -2_500, Some("re_1"), now - 2 * day),
+    );
+    fake.add_transaction(
+        None,
+        movement(
+            "txn_b_po",
+            "payout",
+            -30_000,
+            Some("po_1"),
+            now - 2 * day + 60,
+        ),
+    );
+    let mut eur = Txn::charge("txn_b_eur", "ch_eur", 7_000, 233);
+    eur["currency"] = Value::from("eur");
+    eur["fee_details"][0]["currency"] = Value::from("eur");
+    fake.add_transaction(None, at(eur, now - day));
+    // An hour between sweeps and no webhook: the feed opens its first window and waits.
+    let app = spawn(options(backend, &fake, 3_600)).await;
+    window_posted(&app, 1).await;
+
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "settle.toml",
+        &tests::app::config_toml(&app.database_url(), &options(backend, &fake, 3_600)),
+    );
+    let since = (Utc::now() - chrono::TimeDelta::days(5))
+        .date_naive()
+        .to_string();
+    let (ok, output) = run_settle(
+        &config,
+        &app.database_url(),
+        &["backfill", SOURCE, "--since", &since],
+    )
+    .await;
+    assert!(ok, "{output}");
+    wait_entries(
+        &app,
+        &["txn_b_1", "txn_b_fee", "txn_b_ref", "txn_b_po", "txn_b_eur"],
+    )
+    .await;
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id = 'txn_b_old'")
+            .await,
+        0
+    );
+    // Stripe held 50,000 - 1,480 cents before the first day.
+    assert_eq!(
+        app.lines_of("opening_usd").await,
+        ["stripe-feed:balance USD 485.2", "equity:opening USD -485.2"]
+    );
+    assert_eq!(
+        app.lines_of("opening_eur").await,
+        Vec::<String>::new(),
+        "nothing in EUR before"
+    );
+
+    let (ok, output) = run_settle(
+        &config,
+        &app.database_url(),
+        &["reconcile", "balance", SOURCE, "--json"],
+    )
+    .await;
+    assert!(ok, "{output}");
+    let check: Value = serde_json::from_str(&output).expect("json");
+    let usd = &check["currencies"][1];
+    assert_eq!(
+        (
+            usd["currency"].as_str(),
+            usd["provider"].as_str(),
+            usd["books"].as_str(),
+            usd["difference"].as_str()
+        ),
+        (Some("USD"), Some("242"), Some("242"), Some("0")),
+        "{check}"
+    );
+    assert_eq!(check["currencies"][0]["difference"], "0", "{check}");
+
+    // Money after the feed's cut, not swept yet: it explains the difference.
+    fake.add_transaction(
+        None,
+        at(
+            Txn::charge("txn_b_new", "ch_new", 1_000, 59),
+            Utc::now().timestamp(),
+        ),
+    );
+    let (ok, output) = run_settle(
+        &config,
+        &app.database_url(),
+        &["reconcile", "balance", SOURCE, "--json"],
+    )
+    .await;
+    assert!(ok, "{output}");
+    let check: Value = serde_json::from_str(&output).expect("json");
+    let usd = &check["currencies"][1];
+    assert_eq!(
+        (
+            usd["after_cut"].as_str(),
+            usd["after_cut_count"].as_u64(),
+            usd["difference"].as_str()
+        ),
+        (Some("9.41"), Some(1), Some("0")),
+        "{check}"
+    );
+
+    let from = (Utc::now() - chrono::TimeDelta::days(5))
+        .date_naive()
+        .to_string();
+    let to = (Utc::now() - chrono::TimeDelta::days(1))
+        .date_naive()
+        .to_string();
+    let (ok, output) = run_settle(
+        &config,
+        &app.database_url(),
+        &[
+            "reconcile",
+            "coverage",
+            SOURCE,
+            "--from",
+            &from,
+            "--to",
+            &to,
+        ],
+    )
+    .await;
+    assert!(ok, "{output}");
+    assert!(output.contains("complete"), "{output}");
+
+    // Again: nothing new is booked, the opening stays one.
+    let entries = app.count("journal_entries").await;
+    let (ok, output) = run_settle(
+        &config,
+        &app.database_url(),
+        &["backfill", SOURCE, "--since", &since],
+    )
+    .await;
+    assert!(ok, "{output}");
+    app.wait_settled(60).await;
+    assert_eq!(app.count("journal_entries").await, entries);
+    // Another date would make a second opening: refused.
+    let earlier = (Utc::now() - chrono::TimeDelta::days(9))
+        .date_naive()
+        .to_string();
+    let (ok, output) = run_settle(
+        &config,
+        &app.database_url(),
+        &["backfill", SOURCE, "--since", &earlier, "--no-wait"],
+    )
+    .await;
+    assert!(!ok, "{output}");
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id LIKE 'opening_%'")
+            .await,
+        1,
+        "one opening"
     );
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }

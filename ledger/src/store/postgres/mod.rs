@@ -136,6 +136,22 @@ impl PgStore {
         Ok(moved.rows_affected() == 1)
     }
 
+    pub(super) async fn booked(
+        &self,
+        keys: &[String],
+        account: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT e.source_key, CAST(coalesce(sum(l.amount), 0) AS TEXT) FROM journal_entries e
+             LEFT JOIN journal_lines l ON l.entry_id = e.id AND l.account = $2
+             WHERE e.source_key = ANY($1) GROUP BY e.source_key",
+        )
+        .bind(keys)
+        .bind(account)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     pub(super) async fn newest_event_id(
         &self,
         source: &str,

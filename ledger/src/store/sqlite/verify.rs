@@ -44,12 +44,20 @@ impl SqliteStore {
         .bind(crate::post_error::ProviderError::Auth { status: 401 }.code())
         .fetch_all(&self.pool)
         .await?;
+        // Entries booked to a suspense account, by account (the partial index finds them).
+        let suspense: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT account, count(DISTINCT entry_id) FROM journal_lines
+             WHERE account LIKE 'suspense:%' GROUP BY account ORDER BY account",
+        )
+        .fetch_all(&self.pool)
+        .await?;
         Ok(Gauges {
             queue_depth,
             oldest_pending_age_secs,
             open_conflicts,
             open_dead_letters,
             provider_auth,
+            suspense,
         })
     }
 }
