@@ -238,8 +238,8 @@ impl Movement {
         self.parts.counter
     }
 
-    /// The provider's own name for the movement's category (a Stripe reporting category, an
-    /// Adyen record type).
+    /// The provider's own name for the movement's category (its reporting category or record
+    /// type).
     pub fn provider_category(&self) -> &str {
         &self.parts.provider_category
     }

@@ -52,7 +52,7 @@ pub struct AccountOverrides {
     pub adjustments: Option<String>,
     pub receivables: Option<String>,
     pub fx: Option<String>,
-    /// By the provider's category (a Stripe reporting category, an Adyen record type): the
+    /// By the provider's category (its reporting category or record type): the
     /// account its counter side goes to instead of the chart's default.
     #[serde(default)]
     pub chart: BTreeMap<String, String>,

@@ -16,6 +16,9 @@
 //!    drained by one `settle worker` at the product's defaults fetching each balance
 //!    transaction from a fake Stripe API that answers in 0 ms and in 50 ms.
 //!
+//! 6. Adyen: one settlement details report. 7. Stripe's feed: a backfill and a steady stream
+//!    against a fake Stripe API enforcing Stripe's rate limits.
+//!
 //! `settle verify` runs on every store a benchmark filled. Results go to
 //! `target/bench/results.json` and to stdout.
 
@@ -786,6 +789,251 @@ async fn part_stripe(results: &mut serde_json::Map<String, Value>) {
     results.insert("stripe_drain".into(), json!(rows));
 }
 
+/// A Stripe balance transaction of a mix like a platform's: charges with Stripe's fee, refunds,
+/// application fees, transfers, network costs, partial-capture reversals, a manual payout now and
+/// then; all in USD.
+fn mixed_transaction(i: usize, created: i64) -> Value {
+    use tests::stripe::Txn;
+    let id = format!("txn_feed_{i}");
+    let (category, amount, fee, source) = match i % 50 {
+        0..=29 => (
+            "charge",
+            1_000 + (i % 97) as i64 * 100,
+            59,
+            format!("ch_{i}"),
+        ),
+        30..=34 => ("refund", -500, 0, format!("re_{i}")),
+        35..=39 => ("platform_earning", 150, 0, format!("fee_{i}")),
+        40..=43 => ("transfer", -700, 0, format!("tr_{i}")),
+        44..=47 => ("network_cost", -12, 0, String::new()),
+        48 => ("partial_capture_reversal", -300, 0, format!("ch_{i}")),
+        _ if i % 5_000 == 49 => ("payout", -20_000, 0, format!("po_{i}")),
+        _ => ("charge", 2_500, 103, format!("ch_{i}")),
+    };
+    let fees = [("stripe_fee", fee)];
+    let mut transaction = Txn {
+        id: &id,
+        category,
+        transaction_type: category,
+        amount,
+        fees: if fee == 0 { &[] } else { &fees },
+        currency: "usd",
+        source: &source,
+        exchange_rate: None,
+    }
+    .value();
+    if source.is_empty() {
+        transaction["source"] = Value::Null;
+    }
+    transaction["created"] = json!(created);
+    transaction
+}
+
+/// 7: Stripe's feed against a fake Stripe API that enforces Stripe's published test-mode limits
+/// (25 requests a second in all and per endpoint; 429 with `Retry-After` beyond): a backfill of
+/// `transactions` balance transactions over five days by one `settle worker` at the defaults
+/// (each window lists 100 a request), then `settle reconcile balance` and `coverage`; then a
+/// steady 200 movements/s with a webhook each for `steady_secs`, the lag from a transaction's
+/// appearance at Stripe to its entry's commit.
+async fn part_feed(results: &mut serde_json::Map<String, Value>) {
+    let transactions = std::env::var("BENCH_FEED_TRANSACTIONS")
+        .ok()
+        .map_or(50_000, |v| v.parse().expect("a positive integer"));
+    let steady_secs: u64 = std::env::var("BENCH_FEED_STEADY_SECS")
+        .ok()
+        .map_or(60, |v| v.parse().expect("a positive integer"));
+    println!(
+        "\n7. Stripe feed (PostgreSQL, {transactions} balance transactions, a fake Stripe enforcing 25 requests/s)"
+    );
+    let db = TestDb::create().await;
+    let fake = std::sync::Arc::new(
+        providers::stripe::fake::FakeStripe::start(tests::app::STRIPE_API_KEY)
+            .await
+            .expect("fake"),
+    );
+    fake.enforce(providers::stripe::fake::RateLimits {
+        per_sec: 25,
+        endpoint_per_sec: 25,
+    });
+    let now = chrono::Utc::now().timestamp();
+    let span = 5 * 86_400;
+    for i in 0..transactions {
+        let created = now - span + (i as i64 * span) / transactions as i64;
+        fake.add_transaction(None, mixed_transaction(i, created));
+    }
+    let scratch = Scratch::new();
+    let extra = format!(
+        "[[sources]]\nname = \"stripe-feed\"\nprovider = \"stripe\"\nsecrets = [\"{}\"]\nlivemode = false\napi_key = \"{}\"\napi_base = \"{}\"\n",
+        tests::app::STRIPE_SECRET,
+        tests::app::STRIPE_API_KEY,
+        fake.url()
+    );
+    let options = AppOptions {
+        extra,
+        workers: String::new(),
+        stripe: Some(std::sync::Arc::new(
+            providers::stripe::fake::FakeStripe::start("unused")
+                .await
+                .expect("fake"),
+        )),
+        ..AppOptions::default()
+    };
+    let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
+    let (migrated, output) = tests::process::run_settle(&config, &db.url, &["migrate"]).await;
+    assert!(migrated, "migrate: {output}");
+    let worker = spawn_settle(&scratch, "worker", &config, &db.url, &["worker"], &[]);
+    let since = chrono::DateTime::from_timestamp(now - span - 86_400, 0)
+        .expect("time")
+        .date_naive()
+        .to_string();
+    let started = Instant::now();
+    let (ok, output) = tests::process::run_settle(
+        &config,
+        &db.url,
+        &["backfill", "stripe-feed", "--since", &since],
+    )
+    .await;
+    assert!(ok, "backfill: {output}");
+    let elapsed = started.elapsed();
+    let per_sec = (transactions as u128 * 1000 / elapsed.as_millis().max(1)) as i64;
+    let requests = fake.requests();
+    println!(
+        "  backfill: {transactions} movements in {} ms: {per_sec} movements/s, {requests} requests, {} answered 429",
+        elapsed.as_millis(),
+        fake.rate_limited()
+    );
+    let (balance_ok, balance) =
+        tests::process::run_settle(&config, &db.url, &["reconcile", "balance", "stripe-feed"])
+            .await;
+    println!(
+        "  reconcile balance (exit {}):\n{balance}",
+        if balance_ok { 0 } else { 1 }
+    );
+    let to = chrono::DateTime::from_timestamp(now - 86_400, 0)
+        .expect("time")
+        .date_naive()
+        .to_string();
+    let (coverage_ok, coverage) = tests::process::run_settle(
+        &config,
+        &db.url,
+        &[
+            "reconcile",
+            "coverage",
+            "stripe-feed",
+            "--from",
+            &since,
+            "--to",
+            &to,
+        ],
+    )
+    .await;
+    println!(
+        "  reconcile coverage (exit {}): {}",
+        if coverage_ok { 0 } else { 1 },
+        coverage.lines().last().unwrap_or_default()
+    );
+    let backfill_rss = peak_rss_kib(&worker);
+
+    // Steady: 200 movements a second appear at Stripe, each with a webhook to the ingress.
+    let (ingress, base) = ingress_process(&scratch, &config, &db.url).await;
+    let steady = (200 * steady_secs) as usize;
+    let appeared = std::sync::Arc::new(std::sync::Mutex::new(Vec::with_capacity(steady)));
+    let adder = {
+        let (fake, appeared) = (fake.clone(), appeared.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(5));
+            for i in 0..steady {
+                tick.tick().await;
+                let id = transactions + i;
+                fake.add_transaction(None, mixed_transaction(id, chrono::Utc::now().timestamp()));
+                if let Ok(mut all) = appeared.lock() {
+                    all.push((format!("txn_feed_{id}"), chrono::Utc::now()));
+                }
+            }
+        })
+    };
+    let limited_before = fake.rate_limited();
+    let report = ops::loadgen::run(LoadOptions {
+        source: "stripe-feed".into(),
+        provider: "stripe".into(),
+        secret: tests::app::STRIPE_SECRET.into(),
+        ..load(&base, 8, steady, 200)
+    })
+    .await
+    .expect("load");
+    adder.await.expect("adder");
+    let pool = db.pool().await;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let ids: Vec<String> = appeared
+        .lock()
+        .map(|a| a.iter().map(|(id, _)| id.clone()).collect())
+        .unwrap_or_default();
+    loop {
+        let booked: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM journal_entries WHERE movement_id = ANY($1)")
+                .bind(&ids)
+                .fetch_one(&pool)
+                .await
+                .expect("count");
+        if booked as usize >= ids.len() || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let recorded: Vec<(String, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(
+        "SELECT movement_id, recorded_at FROM journal_entries WHERE movement_id = ANY($1)",
+    )
+    .bind(&ids)
+    .fetch_all(&pool)
+    .await
+    .expect("entries");
+    let at: std::collections::HashMap<String, chrono::DateTime<chrono::Utc>> =
+        recorded.into_iter().collect();
+    let mut lags: Vec<i64> = appeared
+        .lock()
+        .map(|a| {
+            a.iter()
+                .filter_map(|(id, appeared)| {
+                    at.get(id).map(|r| (*r - *appeared).num_milliseconds())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    lags.sort_unstable();
+    let pick = |q: usize| {
+        lags.get((lags.len() * q / 100).min(lags.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(-1)
+    };
+    let steady_rss = peak_rss_kib(&worker);
+    println!(
+        "  steady 200/s for {steady_secs} s: {} of {} booked, {} webhooks recorded; lag p50 {} ms, p99 {} ms, max {} ms; {} answered 429; worker peak RSS {} MiB after the backfill, {} MiB after",
+        lags.len(),
+        ids.len(),
+        report.count("200 recorded"),
+        pick(50),
+        pick(99),
+        lags.last().copied().unwrap_or(-1),
+        fake.rate_limited() - limited_before,
+        backfill_rss / 1024,
+        steady_rss / 1024
+    );
+    drop(ingress);
+    drop(worker);
+    let verified = verify(&db.url).await;
+    results.insert(
+        "stripe_feed".into(),
+        json!({"transactions": transactions, "backfill_ms": elapsed.as_millis() as u64,
+               "backfill_movements_per_sec": per_sec, "requests": requests,
+               "balance_equal": balance_ok, "coverage_complete": coverage_ok,
+               "steady_booked": lags.len(), "steady_expected": ids.len(),
+               "lag_p50_ms": pick(50), "lag_p99_ms": pick(99),
+               "answered_429": fake.rate_limited(),
+               "worker_rss_mib_after_backfill": backfill_rss / 1024,
+               "worker_rss_mib_after_steady": steady_rss / 1024, "verified": verified}),
+    );
+}
+
 /// 6: one Adyen settlement details report of `lines` lines (every line a settled payment, then
 /// the batch's payout), announced through a `settle ingress` and posted by one `settle worker` at
 /// the defaults: the time from the announcement to the last line posted (each payment's sale and
@@ -1294,6 +1542,9 @@ async fn main() {
     }
     if wanted("adyen") {
         part_adyen(&mut results).await;
+    }
+    if wanted("feed") {
+        part_feed(&mut results).await;
     }
     if wanted("search") {
         part_search(&mut results).await;

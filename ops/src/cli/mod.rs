@@ -189,8 +189,8 @@ pub enum Command {
     #[command(after_help = "Example:\n  \
         settle reconcile payouts\n  \
         settle reconcile payout po_1SetTL...\n  \
-        settle reconcile balance stripe\n  \
-        settle reconcile coverage stripe --from 2026-11-01 --to 2026-11-30")]
+        settle reconcile balance card-payments\n  \
+        settle reconcile coverage card-payments --from 2026-11-01 --to 2026-11-30")]
     Reconcile {
         #[command(subcommand)]
         command: finance::ReconcileCommand,
@@ -199,7 +199,7 @@ pub enum Command {
     /// window a day, posted by the workers) and one opening balance per currency at DATE. Safe
     /// to run again; shows progress until done unless --no-wait.
     #[command(after_help = "Example:\n  \
-        settle backfill stripe --since 2026-01-01")]
+        settle backfill card-payments --since 2026-01-01")]
     Backfill {
         /// The source's configured name.
         source: String,
