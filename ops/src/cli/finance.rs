@@ -194,8 +194,10 @@ pub enum ReconcileCommand {
     Coverage {
         /// The source's configured name.
         source: String,
+        /// The first day (UTC).
         #[arg(long)]
         from: NaiveDate,
+        /// The last day (UTC), included.
         #[arg(long)]
         to: NaiveDate,
         /// Machine-readable output (JSON) on stdout.

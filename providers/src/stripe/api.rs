@@ -78,6 +78,18 @@ pub struct Balance {
     pub pending: Vec<Funds>,
 }
 
+impl Balance {
+    /// `available` + `pending` per currency (lower case), in minor units: what `{source}:balance`
+    /// books.
+    pub fn held(&self) -> std::collections::BTreeMap<String, i64> {
+        let mut held = std::collections::BTreeMap::new();
+        for funds in self.available.iter().chain(&self.pending) {
+            *held.entry(funds.currency.clone()).or_default() += funds.amount;
+        }
+        held
+    }
+}
+
 /// An amount in one currency, in minor units.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Funds {

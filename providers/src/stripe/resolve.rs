@@ -2,7 +2,7 @@
 //! any transaction: the fetched facts are checked and drafted into entries by the posting rules,
 //! and the store posts them (each by its key, so fetching twice is harmless).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -82,11 +82,9 @@ impl ProviderLedger for Resolver {
     fn balance(&self) -> BoxFuture<'_, Result<Vec<(Currency, Amount)>, PostError>> {
         Box::pin(async move {
             let balance = self.api.balance(None).await?;
-            let mut held: BTreeMap<String, i64> = BTreeMap::new();
-            for funds in balance.available.iter().chain(&balance.pending) {
-                *held.entry(funds.currency.clone()).or_default() += funds.amount;
-            }
-            held.into_iter()
+            balance
+                .held()
+                .into_iter()
                 .map(|(currency, minor)| amount_of(&currency, minor))
                 .collect::<Result<_, _>>()
                 .map_err(PostError::from)
@@ -171,10 +169,7 @@ async fn open(
     let before = Utc::now().timestamp();
     let balance = api.balance(None).await?;
     let after = Utc::now().timestamp() + 1;
-    let mut held: BTreeMap<String, i64> = BTreeMap::new();
-    for funds in balance.available.iter().chain(&balance.pending) {
-        *held.entry(funds.currency.clone()).or_default() += funds.amount;
-    }
+    let mut held = balance.held();
     let mut moving = false;
     each_listed(api, opening.since.timestamp(), after + 1, |transaction| {
         if transaction.created >= before {
