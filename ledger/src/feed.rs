@@ -4,11 +4,18 @@
 //! [`Window`] trigger, so a sweep has a job, attempts, retries, a dead letter and the source's
 //! pause like any event, and two processes that open the same window record it once.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::EventStatus;
+use crate::event::Kind;
+use crate::ids::MovementId;
+use crate::money::{Amount, Currency};
+use crate::movement::{Compared, Counter, Movement, MovementError, MovementParts};
+use crate::store::Store;
 use crate::trigger::{Named, Trigger};
+use crate::{SourceName, StoreError};
 
 /// The tag a window is stored under (`{"feed_window": {...}}`); no provider's tag.
 pub const WINDOW_TAG: &str = "feed_window";
@@ -27,6 +34,8 @@ pub const OPENING_TAG: &str = "feed_opening";
 pub const OPENING_KIND: &str = "feed.opening";
 /// The account an opening balance is booked against.
 pub const OPENING_ACCOUNT: &str = "equity:opening";
+/// How much of a backfill one window (one event, one job) lists.
+pub const BACKFILL_SPAN: TimeDelta = TimeDelta::days(1);
 
 /// The movements created in `[from, to)`: the `seq`-th window of its source's feed, or (`seq`
 /// 0) a window of a backfill.
@@ -109,7 +118,9 @@ impl Window {
 }
 
 /// A source's opening balance: what the provider held at `since`, booked once per currency
-/// against [`OPENING_ACCOUNT`], computed by the source's provider when the event's job runs.
+/// against [`OPENING_ACCOUNT`] and dated `since`, so the books' balance at `since` is the
+/// provider's. Recorded once every window of the source's backfill has posted, and computed when
+/// its job runs from the provider's balance and the books.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Opening {
@@ -117,6 +128,49 @@ pub struct Opening {
 }
 
 impl Opening {
+    /// The opening of a backfill from the start of `day` (UTC).
+    pub fn of_day(day: NaiveDate) -> Self {
+        Self {
+            since: day.and_time(chrono::NaiveTime::MIN).and_utc(),
+        }
+    }
+
+    /// The entry of its balance in one currency: `net` on the source's balance account against
+    /// [`OPENING_ACCOUNT`], dated `since`, keyed `{source}/opening/{currency}`.
+    pub fn movement(
+        &self,
+        source: &SourceName,
+        net: Amount,
+        currency: Currency,
+    ) -> Result<Movement, MovementError> {
+        let code = currency.code().to_ascii_lowercase();
+        Movement::new(MovementParts {
+            source_key: format!("{source}/opening/{code}"),
+            id: MovementId::parse(&format!("opening_{code}")).map_err(|e| {
+                MovementError::Field {
+                    field: "currency",
+                    detail: e.to_string(),
+                }
+            })?,
+            kind: Kind::Adjustment,
+            counter: Counter::Chart(OPENING_ACCOUNT),
+            currency,
+            amount: net,
+            fee: Amount::zero(currency),
+            fees: Vec::new(),
+            net,
+            occurred_at: self.since,
+            payout_id: None,
+            reference: None,
+            details: json!({"opening_balance_at": self.since.to_rfc3339(),
+                            "currency": currency.code(), "net": net.to_string()}),
+            provider_category: "opening_balance".to_owned(),
+            legacy_source_key: None,
+            counter_amount: None,
+            compared: Compared::Everything,
+        })
+    }
+
     pub fn named(&self) -> Named {
         Named {
             trigger: Trigger::new(
@@ -134,6 +188,53 @@ impl Opening {
                 .map_err(|e| format!("stored opening: {e}"))
         })
     }
+}
+
+/// `source`'s first feed window (`feed:1`) and where it stands: where a backfill of the source
+/// ends.
+pub async fn first_window(
+    store: &Store,
+    source: &SourceName,
+) -> Result<Option<(Window, EventStatus)>, StoreError> {
+    let Some(event) = store
+        .event_by_key(source.as_str(), &Window::external_id(1))
+        .await?
+    else {
+        return Ok(None);
+    };
+    let window = event
+        .facts
+        .as_ref()
+        .and_then(Window::from_facts)
+        .transpose()
+        .map_err(StoreError::Corrupt)?
+        .ok_or_else(|| StoreError::Corrupt(format!("{source}: feed:1 holds no window")))?;
+    Ok(Some((window, event.status)))
+}
+
+/// The end of `source`'s newest posted feed window: what the books have read its provider's
+/// list up to (the newest window, or the one before it while the newest is still being read).
+pub async fn cut(store: &Store, source: &SourceName) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let Some(seq) = store.feed_cursor(source).await? else {
+        return Ok(None);
+    };
+    for seq in [seq, seq - 1] {
+        if seq < 1 {
+            break;
+        }
+        let Some(event) = store
+            .event_by_key(source.as_str(), &Window::external_id(seq))
+            .await?
+        else {
+            continue;
+        };
+        if event.status == EventStatus::Posted
+            && let Some(Ok(window)) = event.facts.as_ref().and_then(Window::from_facts)
+        {
+            return Ok(Some(window.to));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

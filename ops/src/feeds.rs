@@ -5,16 +5,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, bail};
-use chrono::{DateTime, TimeDelta, Utc};
-use ledger::feed::{OPENING_EXTERNAL_ID, Opening, Window};
+use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
+use ledger::feed::{BACKFILL_SPAN, OPENING_EXTERNAL_ID, Opening, Window};
 use ledger::finance::BalanceQuery;
-use ledger::{Accounts, Content, EventStatus, ExternalId, NewEvent, Recorded, SourceName, Store};
+use ledger::{Accounts, Content, EventStatus, ExternalId, NewEvent, SourceName, Store};
 use providers::{FeedSettings, Listed, ProviderLedger};
 use rust_decimal::Decimal;
 use serde::Serialize;
-
-/// How much of a backfill one window (one event, one job) lists.
-pub const BACKFILL_SPAN: TimeDelta = TimeDelta::days(1);
 
 /// What a backfill recorded: its windows' keys (new or already there) and where it ends.
 #[derive(Clone, Debug)]
@@ -25,17 +22,19 @@ pub struct Backfill {
     pub new: usize,
 }
 
-/// Records `source`'s backfill from `since`: a window a day up to where its feed begins (its
-/// first window is opened here if it has none, so nothing falls between them) and its opening
-/// balance at `since`. Safe to run again: each window and the opening are recorded once by their
-/// keys; a second opening at another date is refused (a source has one).
+/// Records `source`'s backfill from the start of `day` (UTC): a window a day up to where its
+/// feed begins (its first window is opened here if it has none, so nothing falls between them),
+/// and asks for its opening balance at the start of `day`, which the workers record and compute
+/// once every window has posted. Safe to run again: each window is recorded once by its key; an
+/// opening from another day is refused (a source has one).
 pub async fn backfill(
     store: &Store,
     source: &SourceName,
     feed: &FeedSettings,
-    since: DateTime<Utc>,
+    day: NaiveDate,
     lock_timeout_ms: u64,
 ) -> anyhow::Result<Backfill> {
+    let since = Opening::of_day(day).since;
     let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap_or_else(Utc::now);
     let until = match store.feed_cursor(source).await? {
         Some(_) => first_window(store, source).await?.from,
@@ -68,23 +67,14 @@ pub async fn backfill(
             .await?,
         );
     }
-    let opening = Opening { since };
-    let event = NewEvent {
-        source: source.clone(),
-        external_id: ExternalId::parse(OPENING_EXTERNAL_ID)?,
-        payload: opening.named().trigger.to_stored().to_string(),
-        content: Content::Named(opening.named()),
-    };
-    if let Some(Recorded::Conflict { event_id, .. }) = store.record(&[event]).await?.first() {
-        let earlier = store
-            .event(*event_id)
-            .await?
-            .and_then(|e| e.facts)
-            .map(|f| f.to_string())
-            .unwrap_or_default();
+    let asked = store
+        .request_opening(source, day)
+        .await?
+        .context("the feed has no cursor")?;
+    if asked != day {
         bail!(
-            "source {source} already has an opening balance ({earlier}); a source has one. \
-             The windows from {since} were recorded; the opening was not"
+            "source {source} already has an opening balance, from {asked}; a source has one. \
+             The windows from {day} were recorded; the opening was not"
         );
     }
     Ok(Backfill {
@@ -95,16 +85,10 @@ pub async fn backfill(
 }
 
 async fn first_window(store: &Store, source: &SourceName) -> anyhow::Result<Window> {
-    let event = store
-        .event_by_key(source.as_str(), &Window::external_id(1))
+    let (window, _) = ledger::feed::first_window(store, source)
         .await?
         .context("the feed's first window is missing")?;
-    event
-        .facts
-        .as_ref()
-        .and_then(Window::from_facts)
-        .context("the feed's first window holds no window")?
-        .map_err(anyhow::Error::msg)
+    Ok(window)
 }
 
 /// Records one event if its key is free: whether it was.
@@ -215,7 +199,7 @@ pub async fn check_balance(
     ledger: &dyn ProviderLedger,
     accounts: &Accounts,
 ) -> anyhow::Result<BalanceCheck> {
-    let cut = feed_cut(store, source).await?;
+    let cut = ledger::feed::cut(store, source).await?;
     let provider = ledger.balance().await?;
     let now = Utc::now() + TimeDelta::seconds(1);
     let after = match cut {
@@ -255,30 +239,6 @@ pub async fn check_balance(
     })
 }
 
-/// The end of the feed's newest posted window.
-async fn feed_cut(store: &Store, source: &SourceName) -> anyhow::Result<Option<DateTime<Utc>>> {
-    let Some(seq) = store.feed_cursor(source).await? else {
-        return Ok(None);
-    };
-    for seq in [seq, seq - 1] {
-        if seq < 1 {
-            break;
-        }
-        let Some(event) = store
-            .event_by_key(source.as_str(), &Window::external_id(seq))
-            .await?
-        else {
-            continue;
-        };
-        if event.status == EventStatus::Posted
-            && let Some(Ok(window)) = event.facts.as_ref().and_then(Window::from_facts)
-        {
-            return Ok(Some(window.to));
-        }
-    }
-    Ok(None)
-}
-
 /// The listed movements the books hold, with what each booked to `account`.
 async fn booked_keys(
     store: &Store,
@@ -287,7 +247,7 @@ async fn booked_keys(
 ) -> anyhow::Result<HashMap<String, Decimal>> {
     let keys: Vec<String> = listed.iter().map(|l| l.key.clone()).collect();
     store
-        .booked(&keys, account)
+        .booked(&keys, account, None)
         .await?
         .into_iter()
         .map(|(key, amount)| Ok((key, amount.parse::<Decimal>()?)))

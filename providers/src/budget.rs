@@ -4,6 +4,11 @@
 //! them by the number of worker processes alive (read from the queue's heartbeats), so the fleet
 //! as a whole stays within them. A request waits for its turn on both (governor's GCRA
 //! limiters); the wait is measured.
+//!
+//! A process spends [`SPENT_PERCENT`] of its share, evenly spaced (no bursts): a provider counts
+//! requests as they arrive, and network jitter, the workers' clocks and the provider's own way of
+//! counting (a token bucket, a window per second) must never turn a budget kept to the letter
+//! into a 429.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -11,6 +16,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use rust_decimal::Decimal;
+use rust_decimal::prelude::ToPrimitive;
+
+/// The share of its budget a process spends, in percent.
+pub const SPENT_PERCENT: u64 = 90;
 
 /// One source's budget in this process.
 #[derive(Debug)]
@@ -35,26 +45,29 @@ impl Budget {
             source: source.to_owned(),
             fleet_per_sec: fleet_per_sec.max(1),
             fleet_per_endpoint_per_sec: fleet_per_endpoint_per_sec.max(1),
-            share: RwLock::new(Share::empty(1, 1)),
+            share: RwLock::new(Share::empty(1, 1_000)),
         };
         if let Ok(mut share) = budget.share.write() {
-            *share = Share::empty(1, budget.fleet_per_sec);
+            *share = Share::empty(1, Self::share_of(budget.fleet_per_sec, 1));
         }
         budget
     }
 
-    /// This process' share of `fleet_per_sec` when `workers` processes are alive (at least one
-    /// request per second).
-    fn share_of(fleet_per_sec: u32, workers: u32) -> u32 {
-        (fleet_per_sec / workers.max(1)).max(1)
+    /// This process' share of `fleet_per_sec` when `workers` processes are alive, in
+    /// thousandths of a request per second.
+    fn share_of(fleet_per_sec: u32, workers: u32) -> u64 {
+        u64::from(fleet_per_sec) * 1_000 / u64::from(workers.max(1))
     }
 
-    /// This process' share of the whole budget, and of each endpoint's.
-    pub fn per_sec(&self) -> (u32, u32) {
+    /// This process' share of the whole budget, and of each endpoint's, in requests per second
+    /// (what it may send; it spends [`SPENT_PERCENT`] of each).
+    pub fn per_sec(&self) -> (Decimal, Decimal) {
         let workers = self.share.read().map_or(1, |s| s.workers);
+        let rate =
+            |milli: u64| Decimal::new(i64::try_from(milli).unwrap_or(i64::MAX), 3).normalize();
         (
-            Self::share_of(self.fleet_per_sec, workers),
-            Self::share_of(self.fleet_per_endpoint_per_sec, workers),
+            rate(Self::share_of(self.fleet_per_sec, workers)),
+            rate(Self::share_of(self.fleet_per_endpoint_per_sec, workers)),
         )
     }
 
@@ -67,14 +80,12 @@ impl Budget {
         if share.workers != workers {
             *share = Share::empty(workers, Self::share_of(self.fleet_per_sec, workers));
         }
-        let (total, endpoint) = (
-            Self::share_of(self.fleet_per_sec, workers),
-            Self::share_of(self.fleet_per_endpoint_per_sec, workers),
-        );
+        drop(share);
+        let (total, endpoint) = self.per_sec();
         metrics::gauge!("settle_provider_budget_per_second", "source" => self.source.clone(), "scope" => "total")
-            .set(f64::from(total));
+            .set(total.to_f64().unwrap_or_default());
         metrics::gauge!("settle_provider_budget_per_second", "source" => self.source.clone(), "scope" => "endpoint")
-            .set(f64::from(endpoint));
+            .set(endpoint.to_f64().unwrap_or_default());
     }
 
     /// The limiters a request to `endpoint` passes: this process' share of the whole budget and
@@ -122,23 +133,25 @@ impl Budget {
 }
 
 impl Share {
-    fn empty(workers: u32, total_per_sec: u32) -> Self {
+    fn empty(workers: u32, total_milli_per_sec: u64) -> Self {
         Self {
             workers,
-            total: limiter(total_per_sec),
+            total: limiter(total_milli_per_sec),
             endpoints: Mutex::default(),
         }
     }
 }
 
-/// `per_sec` requests a second, in bursts of at most a tenth of a second's worth: a second
-/// never sees much more than its share.
-fn limiter(per_sec: u32) -> Arc<DefaultDirectRateLimiter> {
-    let rate = NonZeroU32::new(per_sec.max(1)).unwrap_or(NonZeroU32::MIN);
-    let burst = NonZeroU32::new((per_sec / 10).max(1)).unwrap_or(NonZeroU32::MIN);
-    Arc::new(RateLimiter::direct(
-        Quota::per_second(rate).allow_burst(burst),
-    ))
+/// [`SPENT_PERCENT`] of `milli_per_sec` thousandths of a request a second, one at a time: each
+/// waits a whole interval after the one before.
+fn limiter(milli_per_sec: u64) -> Arc<DefaultDirectRateLimiter> {
+    // 1 s / (milli / 1000 × percent / 100), in nanoseconds.
+    let spent = (milli_per_sec * SPENT_PERCENT).max(1);
+    let interval = Duration::from_nanos(100_000_000_000_000 / spent);
+    let quota = Quota::with_period(interval)
+        .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
+        .allow_burst(NonZeroU32::MIN);
+    Arc::new(RateLimiter::direct(quota))
 }
 
 #[cfg(test)]
@@ -148,13 +161,15 @@ mod tests {
     #[test]
     fn the_fleet_shares_the_budget() {
         let budget = Budget::new("cards", 100, 25);
-        assert_eq!(budget.per_sec(), (100, 25));
+        let rates = |budget: &Budget| {
+            let (total, endpoint) = budget.per_sec();
+            (total.to_string(), endpoint.to_string())
+        };
+        assert_eq!(rates(&budget), ("100".into(), "25".into()));
         budget.set_workers(4);
-        assert_eq!(budget.per_sec(), (25, 6));
-        budget.set_workers(1000);
-        assert_eq!(budget.per_sec(), (1, 1), "never below one request a second");
+        assert_eq!(rates(&budget), ("25".into(), "6.25".into()));
         budget.set_workers(0);
-        assert_eq!(budget.per_sec(), (100, 25));
+        assert_eq!(rates(&budget), ("100".into(), "25".into()));
     }
 
     #[tokio::test]
@@ -164,9 +179,10 @@ mod tests {
         for _ in 0..12 {
             budget.acquire("balance_transaction").await;
         }
-        // A burst of two, then one every 50 ms: at least half a second for twelve.
+        // 90 % of 20 a second, one at a time: one every 55.6 ms, so twelve take at least
+        // eleven intervals.
         assert!(
-            started.elapsed() >= Duration::from_millis(450),
+            started.elapsed() >= Duration::from_millis(600),
             "{:?}",
             started.elapsed()
         );
@@ -176,6 +192,9 @@ mod tests {
     async fn each_endpoint_has_its_own_share_within_the_whole() {
         let budget = Budget::new("cards", 1_000, 1);
         budget.acquire("balance_transaction").await;
+        // The whole budget's next turn comes within a few milliseconds; the endpoint's, in a
+        // second.
+        tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(
             !budget.try_acquire("balance_transaction"),
             "its one a second is spent"

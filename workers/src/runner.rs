@@ -18,6 +18,7 @@ use crate::group::GroupCommit;
 use crate::resolvers::{Resolvers, post_chunks};
 use crate::retry::RetryPolicy;
 use crate::settings::WorkerSettings;
+use ledger::feed::Opening;
 use ledger::trigger::Trigger;
 use ledger::{ProviderError, SourceName};
 use providers::Resolution;
@@ -265,7 +266,7 @@ impl Runner {
     }
 
     /// What `trigger` names, fetched by its source's provider and drafted to the source's
-    /// accounts.
+    /// accounts; an opening balance is computed from the provider's balance and the books.
     async fn resolve(
         &self,
         source: &SourceName,
@@ -275,9 +276,17 @@ impl Runner {
             .resolvers
             .get(source)
             .ok_or_else(|| ProviderError::NotConfigured(source.to_string()))?;
-        resolver
-            .resolve(trigger, &self.rules.accounts(source))
-            .await
+        let accounts = self.rules.accounts(source);
+        if let Some(opening) = Opening::from_trigger(trigger) {
+            let opening = opening.map_err(PostError::CorruptEvent)?;
+            let provider = resolver.ledger().ok_or_else(|| {
+                PostError::CorruptEvent(format!("source {source} keeps no provider ledger"))
+            })?;
+            let resolved =
+                crate::feed::opening(&self.store, source, provider, &accounts, opening).await?;
+            return Ok(Resolution::Whole(resolved));
+        }
+        resolver.resolve(trigger, &accounts).await
     }
 
     /// Counts a posting, or has the retry policy decide what a failure means and records it.

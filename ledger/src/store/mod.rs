@@ -20,6 +20,7 @@ mod sqlite;
 mod start;
 mod verify;
 
+use chrono::NaiveDate;
 use std::time::Duration;
 
 pub use crate::error::StoreError;
@@ -454,27 +455,50 @@ impl Store {
         on_backend!(self, store => store.advance_feed_cursor(source.as_str(), from, to).await)
     }
 
-    /// Which of the entries keyed `keys` are booked, each with what it booked to `account`
-    /// (its lines there summed, as text): for reconciling with a provider's own list.
+    /// Asks for `source`'s opening balance from `since` (its feed must have a cursor): the
+    /// day asked for, which is an earlier request's when there was one (a source has one
+    /// opening); `None` when the source has no feed cursor.
+    pub async fn request_opening(
+        &self,
+        source: &SourceName,
+        since: NaiveDate,
+    ) -> Result<Option<NaiveDate>, StoreError> {
+        on_backend!(self, store => store.request_opening(source.as_str(), since).await)
+    }
+
+    /// The day `source`'s opening balance was asked for from, if it was.
+    pub async fn opening_requested(
+        &self,
+        source: &SourceName,
+    ) -> Result<Option<NaiveDate>, StoreError> {
+        on_backend!(self, store => store.opening_requested(source.as_str()).await)
+    }
+
+    /// Which of the entries keyed `keys` are booked (recorded by `recorded_by`, when given), each
+    /// with what it booked to `account` (its lines there summed, as text): for reconciling with
+    /// a provider's own list.
     pub async fn booked(
         &self,
         keys: &[String],
         account: &str,
+        recorded_by: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<Vec<(String, String)>, StoreError> {
         let mut all = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(1_000) {
-            let found = on_backend!(self, store => store.booked(chunk, account).await)?;
+            let found =
+                on_backend!(self, store => store.booked(chunk, account, recorded_by).await)?;
             all.extend(found);
         }
         Ok(all)
     }
 
-    /// The id of the newest event recorded for `source`.
-    pub async fn newest_event_id(
+    /// When `source`'s newest delivery was received: its newest event that is not one of its
+    /// feed's own (a window, the opening).
+    pub async fn newest_delivery(
         &self,
         source: &SourceName,
-    ) -> Result<Option<EventId>, StoreError> {
-        on_backend!(self, store => store.newest_event_id(source.as_str()).await)
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        on_backend!(self, store => store.newest_delivery(source.as_str()).await)
     }
 
     /// How many worker processes of the queue were seen alive within `window` (at least one:

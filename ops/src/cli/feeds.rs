@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::NaiveDate;
 use indicatif::{ProgressBar, ProgressStyle};
+use ledger::feed::Opening;
 use ledger::{SourceName, Store};
 
 use super::table;
@@ -24,10 +25,6 @@ fn source_name(config: &Config, source: &str) -> anyhow::Result<SourceName> {
         .with_context(|| format!("no source {source} in the configuration"))
 }
 
-fn midnight(date: NaiveDate) -> DateTime<Utc> {
-    date.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc()
-}
-
 /// Records `source`'s backfill from `since` and, unless `no_wait`, shows its progress until the
 /// workers have posted every window and the opening balance.
 pub async fn backfill(
@@ -43,9 +40,9 @@ pub async fn backfill(
         .feed_of(&name)
         .with_context(|| format!("source {source} has no feed to backfill from (a provider whose movements settle lists, with its feed on)"))?;
     let lock_timeout_ms = config.workers.lock_timeout_ms;
-    let backfill = feeds::backfill(store, &name, &feed, midnight(since), lock_timeout_ms).await?;
+    let backfill = feeds::backfill(store, &name, &feed, since, lock_timeout_ms).await?;
     eprintln!(
-        "backfill of {source} from {since} to {}: {} window(s) of a day ({} new) and the opening balance at {since}; the workers post them",
+        "backfill of {source} from {since} to {}: {} window(s) of a day ({} new), then the opening balance at {since}; the workers post them",
         backfill.until.format("%Y-%m-%d %H:%M:%S"),
         backfill.keys.len(),
         backfill.new
@@ -145,13 +142,13 @@ pub async fn coverage(
         bail!("source {source}'s provider has no list settle can read");
     };
     let rules = config.posting_rules();
-    let end = midnight(to) + chrono::TimeDelta::days(1);
+    let end = Opening::of_day(to).since + chrono::TimeDelta::days(1);
     let coverage = feeds::coverage(
         store,
         &name,
         ledger,
         &rules.accounts(&name),
-        midnight(from),
+        Opening::of_day(from).since,
         end,
     )
     .await?;

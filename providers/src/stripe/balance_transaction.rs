@@ -350,42 +350,6 @@ pub fn suspense_movement(
     })
 }
 
-/// The opening balance of one currency (`minor` units held at `since`), booked to the balance
-/// against the opening account, keyed `{source}/opening/{currency}`: one per source and currency.
-pub fn opening_movement(
-    source: &SourceName,
-    currency: &str,
-    minor_units: i64,
-    since: DateTime<chrono::Utc>,
-) -> Result<Movement, MovementError> {
-    let currency = currency_of(currency, "currency")?;
-    let net = minor(minor_units, currency, "amount")?;
-    let code = currency.code().to_ascii_lowercase();
-    Movement::new(MovementParts {
-        source_key: format!("{source}/opening/{code}"),
-        id: MovementId::parse(&format!("opening_{code}")).map_err(|e| MovementError::Field {
-            field: "currency",
-            detail: e.to_string(),
-        })?,
-        kind: Kind::Adjustment,
-        counter: Counter::Chart(ledger::feed::OPENING_ACCOUNT),
-        currency,
-        amount: net,
-        fee: minor(0, currency, "fee")?,
-        fees: Vec::new(),
-        net,
-        occurred_at: since,
-        payout_id: None,
-        reference: None,
-        details: json!({"provider": "stripe", "opening_balance_at": since.to_rfc3339(),
-                        "currency": currency.code(), "net": net.to_string()}),
-        provider_category: "opening_balance".to_owned(),
-        legacy_source_key: None,
-        counter_amount: None,
-        compared: ledger::movement::Compared::Everything,
-    })
-}
-
 /// What is kept with the entry: Stripe's own description of the transaction, and its net in
 /// major units (what it did to the Stripe balance, for reconciliation).
 fn details(transaction: &BalanceTransaction, net: Amount) -> Value {

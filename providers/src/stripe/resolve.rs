@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use chrono::{DateTime, Utc};
-use ledger::feed::{Opening, Window};
+use ledger::feed::Window;
 use ledger::posting::{self, Accounts};
 use ledger::resolved::{MovementEntry, Resolved};
 use ledger::trigger::Trigger;
@@ -42,11 +42,6 @@ impl Resolve for Resolver {
                     accounts.clone(),
                     window,
                 ))));
-            }
-            if let Some(opening) = Opening::from_trigger(trigger) {
-                let opening = opening.map_err(PostError::CorruptEvent)?;
-                let resolved = open(&self.api, accounts, opening).await?;
-                return Ok(Resolution::Whole(resolved));
             }
             let trigger =
                 StripeTrigger::from_trigger(trigger).map_err(PostError::CorruptEvent)?;
@@ -155,51 +150,6 @@ async fn each_listed(
             (false, _) => return Ok(()),
         }
     }
-}
-
-/// The opening balance at `opening.since`: what Stripe holds now less the net of every balance
-/// transaction created since, one entry per currency against the opening account. Read again
-/// (a transient error) when a transaction was created while the balance was being read, so the
-/// two readings agree.
-async fn open(
-    api: &StripeApi,
-    accounts: &Accounts,
-    opening: Opening,
-) -> Result<Resolved, ProviderError> {
-    let before = Utc::now().timestamp();
-    let balance = api.balance(None).await?;
-    let after = Utc::now().timestamp() + 1;
-    let mut held = balance.held();
-    let mut moving = false;
-    each_listed(api, opening.since.timestamp(), after + 1, |transaction| {
-        if transaction.created >= before {
-            moving |= transaction.created <= after;
-            return;
-        }
-        *held.entry(transaction.currency.clone()).or_default() -= transaction.net;
-    })
-    .await?;
-    if moving {
-        return Err(ProviderError::Unavailable {
-            detail: "the account moved while its balance was read; reading it again".into(),
-            retry_after_ms: Some(1_000),
-        });
-    }
-    let mut entries = Vec::new();
-    for (currency, minor) in held {
-        let movement = balance_transaction::opening_movement(api.source(), &currency, minor, opening.since)
-            .map_err(|e| ProviderError::Facts(format!("opening balance in {currency}: {e}")))?;
-        if movement.is_zero() {
-            continue;
-        }
-        let draft = posting::draft_movement(&movement, accounts);
-        entries.push(MovementEntry::new(movement, draft));
-    }
-    Ok(Resolved {
-        entries,
-        payout: None,
-        partial: false,
-    })
 }
 
 /// A page of a window's listing being fetched.

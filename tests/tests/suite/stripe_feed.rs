@@ -46,6 +46,16 @@ fn options(backend: Backend, fake: &Arc<FakeStripe>, every_secs: u64) -> AppOpti
     }
 }
 
+/// The start of the window a listing request asked for (`created[gte]`).
+fn listed_from(query: &str) -> Option<i64> {
+    query.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        matches!(name, "created[gte]" | "created%5Bgte%5D")
+            .then(|| value.parse().ok())
+            .flatten()
+    })
+}
+
 /// A fake that answers only what it holds, over Stripe's test-mode limits (25 a second).
 async fn fake() -> Arc<FakeStripe> {
     let fake = Arc::new(
@@ -478,6 +488,22 @@ async fn a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complet
         app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id = 'txn_b_old'")
             .await,
         0
+    );
+    // The history is listed once: the opening is computed from the books, not by listing
+    // everything since the first day again.
+    let since_ts = chrono::NaiveDate::parse_from_str(&since, "%Y-%m-%d")
+        .expect("date")
+        .and_time(chrono::NaiveTime::MIN)
+        .and_utc()
+        .timestamp();
+    let from_since = fake
+        .seen()
+        .iter()
+        .filter(|s| s.path == "/v1/balance_transactions" && listed_from(&s.query) == Some(since_ts))
+        .count();
+    assert_eq!(
+        from_since, 1,
+        "one listing from the first day: its own window's"
     );
     // Stripe held 50,000 - 1,480 cents before the first day.
     assert_eq!(

@@ -11,6 +11,7 @@ mod movements;
 mod posting;
 mod review;
 mod verify;
+use chrono::NaiveDate;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -237,33 +238,70 @@ impl SqliteStore {
         Ok(moved.rows_affected() == 1)
     }
 
+    pub(super) async fn request_opening(
+        &self,
+        source: &str,
+        since: NaiveDate,
+    ) -> Result<Option<NaiveDate>, StoreError> {
+        let mut tx = self.write().await?;
+        let since: Option<Option<NaiveDate>> = sqlx::query_scalar(
+            "UPDATE feed_cursors SET opening_since = coalesce(opening_since, ?2) WHERE source = ?1
+             RETURNING opening_since",
+        )
+        .bind(source)
+        .bind(since)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(since.flatten())
+    }
+
+    pub(super) async fn opening_requested(
+        &self,
+        source: &str,
+    ) -> Result<Option<NaiveDate>, StoreError> {
+        let since: Option<Option<NaiveDate>> =
+            sqlx::query_scalar("SELECT opening_since FROM feed_cursors WHERE source = ?1")
+                .bind(source)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(since.flatten())
+    }
+
     pub(super) async fn booked(
         &self,
         keys: &[String],
         account: &str,
+        recorded_by: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<Vec<(String, String)>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT e.source_key, CAST(coalesce(sum(l.amount), 0) AS TEXT) FROM journal_entries e
              LEFT JOIN journal_lines l ON l.entry_id = e.id AND l.account = ?2
-             WHERE e.source_key IN (SELECT value FROM json_each(?1)) GROUP BY e.source_key",
+             WHERE e.source_key IN (SELECT value FROM json_each(?1))
+               AND (?3 IS NULL OR e.recorded_at <= ?3)
+             GROUP BY e.source_key",
         )
         .bind(serde_json::to_string(keys).map_err(|e| StoreError::Corrupt(e.to_string()))?)
         .bind(account)
+        .bind(recorded_by)
         .fetch_all(&self.pool)
         .await?)
     }
 
-    pub(super) async fn newest_event_id(
+    pub(super) async fn newest_delivery(
         &self,
         source: &str,
-    ) -> Result<Option<EventId>, StoreError> {
-        let id: Option<i64> = sqlx::query_scalar(
-            "SELECT id FROM settlement_events WHERE source = ?1 ORDER BY id DESC LIMIT 1",
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT received_at FROM settlement_events
+             WHERE source = ?1 AND (kind IS NULL OR kind NOT IN (?2, ?3))
+             ORDER BY id DESC LIMIT 1",
         )
         .bind(source)
+        .bind(crate::feed::WINDOW_KIND)
+        .bind(crate::feed::OPENING_KIND)
         .fetch_optional(&self.pool)
-        .await?;
-        Ok(id.map(EventId::new))
+        .await?)
     }
 
     pub(super) async fn record(&self, events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
