@@ -833,7 +833,8 @@ fn mixed_transaction(i: usize, created: i64) -> Value {
 /// (25 requests a second in all and per endpoint; 429 with `Retry-After` beyond): a backfill of
 /// `transactions` balance transactions over five days by one `settle worker` at the defaults
 /// (each window lists 100 a request), then `settle reconcile balance` and `coverage`; then a
-/// steady 200 movements/s with a webhook each for `steady_secs`, the lag from a transaction's
+/// catch-up: the worker down while `catch_up` movements appear, the time from its restart to the
+/// last booked; then a steady 200 movements/s with a webhook each for `steady_secs`, the lag from a transaction's
 /// appearance at Stripe to its entry's commit.
 async fn part_feed(results: &mut serde_json::Map<String, Value>) {
     let transactions = std::env::var("BENCH_FEED_TRANSACTIONS")
@@ -934,6 +935,48 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
     );
     let backfill_rss = peak_rss_kib(&worker);
 
+    // Catch-up: the worker is down while `catch_up` movements appear at Stripe over ten seconds
+    // (no webhook); a worker started again reads them from the feed's last window on.
+    let catch_up: usize = std::env::var("BENCH_FEED_CATCH_UP")
+        .ok()
+        .map_or(20_000, |v| v.parse().expect("a positive integer"));
+    drop(worker);
+    let down = chrono::Utc::now().timestamp() + 1;
+    for i in 0..catch_up {
+        let created = down + (i as i64 * 10) / catch_up as i64;
+        fake.add_transaction(None, mixed_transaction(transactions + i, created));
+    }
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let requests_before = fake.requests();
+    let limited_before_catch_up = fake.rate_limited();
+    let started = Instant::now();
+    let worker = spawn_settle(&scratch, "worker", &config, &db.url, &["worker"], &[]);
+    let pool = db.pool().await;
+    let catch_up_ids: Vec<String> = (0..catch_up)
+        .map(|i| format!("txn_feed_{}", transactions + i))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let booked: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM journal_entries WHERE movement_id = ANY($1)")
+                .bind(&catch_up_ids)
+                .fetch_one(&pool)
+                .await
+                .expect("count");
+        if booked as usize >= catch_up || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let catch_up_elapsed = started.elapsed();
+    let catch_up_per_sec = (catch_up as u128 * 1000 / catch_up_elapsed.as_millis().max(1)) as i64;
+    println!(
+        "  catch-up after an outage: {catch_up} movements in {} ms from the worker's start: {catch_up_per_sec} movements/s, {} requests, {} answered 429",
+        catch_up_elapsed.as_millis(),
+        fake.requests() - requests_before,
+        fake.rate_limited() - limited_before_catch_up
+    );
+
     // Steady: 200 movements a second appear at Stripe, each with a webhook to the ingress.
     let (ingress, base) = ingress_process(&scratch, &config, &db.url).await;
     let steady = (200 * steady_secs) as usize;
@@ -944,7 +987,7 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
             let mut tick = tokio::time::interval(Duration::from_millis(5));
             for i in 0..steady {
                 tick.tick().await;
-                let id = transactions + i;
+                let id = transactions + catch_up + i;
                 fake.add_transaction(None, mixed_transaction(id, chrono::Utc::now().timestamp()));
                 if let Ok(mut all) = appeared.lock() {
                     all.push((format!("txn_feed_{id}"), chrono::Utc::now()));
@@ -962,7 +1005,6 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
     .await
     .expect("load");
     adder.await.expect("adder");
-    let pool = db.pool().await;
     let deadline = Instant::now() + Duration::from_secs(600);
     let ids: Vec<String> = appeared
         .lock()
@@ -1025,6 +1067,8 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
         "stripe_feed".into(),
         json!({"transactions": transactions, "backfill_ms": elapsed.as_millis() as u64,
                "backfill_movements_per_sec": per_sec, "requests": requests,
+               "catch_up": catch_up, "catch_up_ms": catch_up_elapsed.as_millis() as u64,
+               "catch_up_movements_per_sec": catch_up_per_sec,
                "balance_equal": balance_ok, "coverage_complete": coverage_ok,
                "steady_booked": lags.len(), "steady_expected": ids.len(),
                "lag_p50_ms": pick(50), "lag_p99_ms": pick(99),

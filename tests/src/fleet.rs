@@ -51,7 +51,18 @@ impl<'a> Fleet<'a> {
             stripe: Some(app.stripe.clone()),
             ..AppOptions::default()
         };
-        let config = scratch.write("settle.toml", &config_toml(&app.database_url(), &options));
+        Self::with_options(scratch, app, &options, env)
+    }
+
+    /// A fleet over `app`'s database configured by `options` (its `[workers]` table, extra
+    /// sources...), with `env` for every member; nothing is started yet.
+    pub fn with_options(
+        scratch: &'a Scratch,
+        app: &TestApp,
+        options: &AppOptions,
+        env: Vec<(&'static str, String)>,
+    ) -> Self {
+        let config = scratch.write("settle.toml", &config_toml(&app.database_url(), options));
         Fleet {
             scratch,
             config,

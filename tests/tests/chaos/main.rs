@@ -15,6 +15,7 @@ mod poison;
 mod restart;
 mod slow;
 mod storm;
+mod sweep;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
