@@ -238,15 +238,25 @@ fn internal_router(
         let sources = api::SourceNames(Arc::new(
             config.sources.iter().map(|s| s.name.to_string()).collect(),
         ));
+        // The API's and the dashboard's reads of the providers (a balance, a coverage) share one
+        // set of clients and budgets.
+        let resolvers = config.resolvers()?;
         let api = api::router(ApiState {
             store: store.clone(),
             tokens: tokens.clone(),
             rules: config.posting_rules(),
             guard: guard.clone(),
             sources: sources.clone(),
+            resolvers: resolvers.clone(),
         });
-        let dashboard =
-            crate::dashboard::router(store.clone(), tokens, guard, &config.dashboard, sources);
+        let dashboard = crate::dashboard::router(
+            store.clone(),
+            tokens,
+            guard,
+            &config.dashboard,
+            sources,
+            (resolvers, config.posting_rules()),
+        );
         router = router.route(
             "/",
             axum::routing::get(|| async { axum::response::Redirect::to("/dashboard") }),

@@ -110,7 +110,7 @@ async fn record_new(
 }
 
 /// How far a backfill has come.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Progress {
     pub windows: usize,
     pub posted: usize,
@@ -158,8 +158,63 @@ pub async fn progress(
     Ok(progress)
 }
 
+/// Where a source's feed stands: its newest window, what the books have read up to, and its
+/// backfill, if it has one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct FeedState {
+    pub source: String,
+    /// The newest window's number (`feed:{seq}`); none before the first.
+    pub seq: Option<i64>,
+    /// The end of the newest posted window: the provider's list is read up to here.
+    pub cut: Option<DateTime<Utc>>,
+    /// How far behind now the cut is, in seconds.
+    pub lag_seconds: Option<i64>,
+    pub backfill: Option<BackfillState>,
+}
+
+/// A source's backfill: from which day, and how far the workers have posted it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct BackfillState {
+    pub since: NaiveDate,
+    /// Where the backfill ends: the feed's first window.
+    pub until: DateTime<Utc>,
+    #[schema(inline)]
+    pub progress: Progress,
+}
+
+/// `source`'s feed as it stands now.
+pub async fn feed_state(store: &Store, source: &SourceName) -> anyhow::Result<FeedState> {
+    let seq = store.feed_cursor(source).await?;
+    let cut = ledger::feed::cut(store, source).await?;
+    let backfill = match (
+        store.opening_requested(source).await?,
+        ledger::feed::first_window(store, source).await?,
+    ) {
+        (Some(since), Some((first, _))) => {
+            let keys: Vec<String> =
+                Window::backfill_windows(Opening::of_day(since).since, first.from, BACKFILL_SPAN)
+                    .iter()
+                    .map(Window::key)
+                    .collect();
+            Some(BackfillState {
+                since,
+                until: first.from,
+                progress: progress(store, source, &keys).await?,
+            })
+        }
+        _ => None,
+    };
+    Ok(FeedState {
+        source: source.to_string(),
+        seq,
+        cut,
+        lag_seconds: cut.map(|cut| (Utc::now() - cut).num_seconds().max(0)),
+        backfill,
+    })
+}
+
 /// The books beside the provider's balance, per currency.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct BalanceCheck {
     pub source: String,
     pub account: String,
@@ -168,7 +223,7 @@ pub struct BalanceCheck {
     pub currencies: Vec<CurrencyBalance>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CurrencyBalance {
     pub currency: String,
     /// What the provider holds now.
@@ -256,7 +311,7 @@ async fn booked_keys(
 
 /// The provider's list of a window beside the books: per currency and category, its count and
 /// net against the books' count and net of the same movements, and the ids the books miss.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Coverage {
     pub source: String,
     pub from: DateTime<Utc>,
@@ -268,7 +323,7 @@ pub struct Coverage {
     pub differing: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CoverageRow {
     pub currency: String,
     pub category: String,

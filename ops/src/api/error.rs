@@ -25,6 +25,8 @@ pub enum ApiError {
     Unavailable,
     #[error("internal error")]
     Internal,
+    #[error("the provider: {0}")]
+    Provider(String),
     #[error("too many failed attempts from this address; retry after {} s", .0.retry_after_secs())]
     Throttled(crate::abuse::Throttled),
 }
@@ -40,6 +42,7 @@ impl ApiError {
             ApiError::InUse(_) => (StatusCode::CONFLICT, "in_use"),
             ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::Provider(_) => (StatusCode::BAD_GATEWAY, "provider"),
             ApiError::Throttled(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_failed_attempts"),
         }
     }

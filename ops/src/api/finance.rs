@@ -58,7 +58,7 @@ impl JournalParams {
     }
 }
 
-fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+pub(super) fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     params
         .map(|Query(params)| params)
         .map_err(|error| ApiError::BadRequest(error.body_text()))

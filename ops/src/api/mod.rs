@@ -5,6 +5,7 @@
 mod corrections;
 mod dead_letters;
 mod error;
+mod feeds;
 mod finance;
 mod reads;
 mod sources;
@@ -41,6 +42,8 @@ pub struct ApiState {
     pub guard: Arc<AuthGuard>,
     /// The configured sources (the ones that may be paused).
     pub sources: SourceNames,
+    /// The sources' providers: their feeds and their own ledgers.
+    pub resolvers: workers::Resolvers,
 }
 
 impl FromRef<ApiState> for Store {
@@ -53,7 +56,7 @@ impl FromRef<ApiState> for Store {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// A stable code: unauthorized, forbidden, not_found, bad_request, already_decided,
-    /// too_many_failed_attempts, request_timeout, unavailable, internal.
+    /// too_many_failed_attempts, request_timeout, unavailable, internal, provider.
     pub error: String,
     pub message: String,
 }
@@ -98,6 +101,9 @@ fn documented(state: ApiState) -> (Router, OpenApiDocument) {
         .routes(routes!(sources::list))
         .routes(routes!(sources::pause))
         .routes(routes!(sources::resume))
+        .routes(routes!(feeds::feed))
+        .routes(routes!(feeds::balance))
+        .routes(routes!(feeds::coverage))
         .routes(routes!(corrections::reverse))
         .routes(routes!(corrections::correct))
         .routes(routes!(finance::journal))

@@ -42,6 +42,9 @@ pub struct DashboardState {
     guard: Arc<AuthGuard>,
     cookie_secure: bool,
     sources: crate::api::SourceNames,
+    /// The sources' providers: their feeds and their own ledgers (the sources page).
+    resolvers: workers::Resolvers,
+    rules: ledger::PostingRules,
 }
 
 /// The `[dashboard]` settings.
@@ -83,7 +86,9 @@ pub fn router(
     guard: Arc<AuthGuard>,
     settings: &DashboardSettings,
     sources: crate::api::SourceNames,
+    providers: (workers::Resolvers, ledger::PostingRules),
 ) -> Router {
+    let (resolvers, rules) = providers;
     let state = DashboardState {
         store: store.clone(),
         tokens,
@@ -94,6 +99,8 @@ pub fn router(
         guard,
         cookie_secure: settings.cookie_secure,
         sources,
+        resolvers,
+        rules,
     };
     let headers = SECURITY_HEADERS.map(|(name, value)| {
         SetResponseHeaderLayer::overriding(
@@ -121,6 +128,7 @@ pub fn router(
             post(events::erase_payload),
         )
         .route("/dashboard/sources", get(sources::sources))
+        .route("/dashboard/sources/{name}/books", get(sources::books))
         .route(
             "/dashboard/sources/{name}/{action}",
             post(sources::pause_or_resume),

@@ -8,18 +8,147 @@ use axum::response::{IntoResponse, Redirect, Response};
 use ledger::review::Decision;
 use maud::html;
 
+use axum::extract::Query;
+use chrono::{NaiveDate, TimeDelta};
+use ledger::SourceName;
+use ledger::feed::Opening;
+use maud::Markup;
+use serde::Deserialize;
+
 use super::session::Viewer;
 use super::{ActionForm, DashboardState, Page, PageError, check_action, layout};
+use crate::feeds::{self, FeedState};
+
+/// A source's feed in its row: how far it has read, its backfill, and its books page.
+fn feed_cell(name: &str, feed: &FeedState) -> Markup {
+    html! {
+        @match (feed.cut, feed.lag_seconds) {
+            (Some(cut), Some(lag)) => { "read to " (cut.format("%Y-%m-%d %H:%M:%S")) " (" (lag) " s behind)" }
+            _ => { "no window posted yet" }
+        }
+        @if let Some(backfill) = &feed.backfill {
+            br;
+            span.backfill {
+                "backfill from " (backfill.since) ": " (backfill.progress.posted) " of " (backfill.progress.windows)
+                " windows posted, opening " (if backfill.progress.opening_posted { "posted" } else { "pending" })
+                @if backfill.progress.abandoned > 0 { strong.error { ", " (backfill.progress.abandoned) " in the dead letter" } }
+            }
+        }
+        br;
+        a href=(format!("/dashboard/sources/{name}/books")) id=(format!("books-{name}")) { "books against the provider" }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct CoverageForm {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+/// A source's books against its provider's: the balance check, and the coverage of the days
+/// asked for (listing them spends the source's request budget, so only on request).
+pub(super) async fn books(
+    State(state): State<DashboardState>,
+    Viewer(session): Viewer,
+    Path(name): Path<String>,
+    Query(form): Query<CoverageForm>,
+) -> Page {
+    let source = SourceName::parse(&name)
+        .ok()
+        .filter(|_| state.sources.0.iter().any(|s| s == &name))
+        .ok_or_else(|| PageError(StatusCode::NOT_FOUND, format!("No source {name}.")))?;
+    let ledger = state.resolvers.ledger_of(&source).ok_or_else(|| {
+        PageError(
+            StatusCode::NOT_FOUND,
+            format!("Source {name}'s provider keeps no ledger settle reads."),
+        )
+    })?;
+    let provider = |error: anyhow::Error| {
+        PageError(
+            StatusCode::BAD_GATEWAY,
+            format!("Asking the provider failed: {error:#}"),
+        )
+    };
+    let accounts = state.rules.accounts(&source);
+    let check = feeds::check_balance(&state.store, &source, ledger, &accounts)
+        .await
+        .map_err(provider)?;
+    let day = |text: &Option<String>| {
+        text.as_deref()
+            .and_then(|t| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
+    };
+    let coverage = match (day(&form.from), day(&form.to)) {
+        (Some(from), Some(to)) if from <= to => Some(
+            feeds::coverage(
+                &state.store,
+                &source,
+                ledger,
+                &accounts,
+                Opening::of_day(from).since,
+                Opening::of_day(to).since + TimeDelta::days(1),
+            )
+            .await
+            .map_err(provider)?,
+        ),
+        _ => None,
+    };
+    Ok(layout(
+        &format!("{name}: the books against the provider"),
+        Some(&session),
+        html! {
+            h2 { "Balance" }
+            p.muted { "The provider's balance now against the books' " code { (check.account) } ", per currency. What the provider listed after the feed's cut ("
+                (check.cut.map_or_else(|| "nothing read yet".to_owned(), |c| c.format("%Y-%m-%d %H:%M:%S").to_string()))
+                ") and the books do not hold yet explains a difference; what is left is not explained." }
+            table id="balance" {
+                tr { th { "Currency" } th.num { "Provider" } th.num { "Books" } th.num { "Listed after the cut" } th.num { "Unexplained" } }
+                @for c in &check.currencies {
+                    tr { td { (c.currency) } td.num { (c.provider) } td.num { (c.books) }
+                         td.num { (c.after_cut) " (" (c.after_cut_count) ")" }
+                         td.num.error[c.difference != "0"] { (c.difference) } }
+                }
+            }
+            p id="balance-verdict" { @if check.equal() { "The books equal the provider's balance." } @else { strong.error { "The books differ from the provider's balance." } } }
+            h2 { "Coverage" }
+            form method="get" { "From " input type="date" name="from" value=(form.from.clone().unwrap_or_default()); " to " input type="date" name="to" value=(form.to.clone().unwrap_or_default()); " " button type="submit" id="coverage-show" { "List and compare" } }
+            @if let Some(coverage) = &coverage {
+                table id="coverage" {
+                    tr { th { "Currency" } th { "Category" } th.num { "Provider count" } th.num { "Provider net" } th.num { "Books count" } th.num { "Books net" } }
+                    @for row in &coverage.rows {
+                        tr { td { (row.currency) } td { (row.category) } td.num { (row.provider_count) } td.num { (row.provider_net) } td.num { (row.books_count) } td.num { (row.books_net) } }
+                    }
+                }
+                p id="coverage-verdict" {
+                    @if coverage.complete() { "Every movement the provider lists is in the books, for the same net." }
+                    @else { strong.error { (coverage.missing_in_books.len()) " missing from the books, " (coverage.differing.len()) " for another net: " }
+                            (coverage.missing_in_books.iter().chain(&coverage.differing).take(50).cloned().collect::<Vec<_>>().join(", ")) }
+                }
+            }
+        },
+    ))
+}
 
 pub(super) async fn sources(State(state): State<DashboardState>, Viewer(session): Viewer) -> Page {
     let history = state.store.source_pauses(false, 200).await?;
+    let mut feeds = std::collections::HashMap::new();
+    for name in state.sources.0.iter() {
+        let Ok(source) = SourceName::parse(name) else {
+            continue;
+        };
+        if state.resolvers.feed_of(&source).is_some() {
+            feeds.insert(
+                name.clone(),
+                crate::feeds::feed_state(&state.store, &source).await?,
+            );
+        }
+    }
     Ok(layout(
         "Sources",
         Some(&session),
         html! {
             p.muted { "A paused source's deliveries are still verified, recorded and acknowledged; its events wait to be posted until it is resumed, then drain." }
             table id="sources" {
-                tr { th { "Source" } th { "State" } th { "Since" } th { "By" } th { "Why" } th {} }
+                tr { th { "Source" } th { "State" } th { "Since" } th { "By" } th { "Why" } th {} th { "Feed" } }
                 @for name in state.sources.0.iter() {
                     @let pause = history.iter().find(|p| &p.source == name && p.resumed_at.is_none());
                     tr id=(format!("source-{name}")) {
@@ -39,6 +168,9 @@ pub(super) async fn sources(State(state): State<DashboardState>, Viewer(session)
                                     " " button type="submit" id=(format!("{action}-{name}")) { (action) }
                                 }
                             }
+                        }
+                        td id=(format!("feed-{name}")) {
+                            @if let Some(feed) = feeds.get(name) { (feed_cell(name, feed)) }
                         }
                     }
                 }

@@ -701,3 +701,107 @@ async fn finance_corrects_an_entry_from_the_browser_and_ops_cannot() {
     );
     browser.client.close().await.expect("close the browser");
 }
+
+/// A Stripe source with its feed on: the sources page shows how far the feed has read and its
+/// backfill's progress; its books page shows Stripe's balance against the books, equal, and the
+/// coverage of the days asked for, complete.
+#[tokio::test]
+async fn the_sources_page_shows_a_feed_its_backfill_and_its_books_against_stripe() {
+    use providers::stripe::fake::FakeStripe;
+    use tests::stripe::Txn;
+
+    let fake = std::sync::Arc::new(
+        FakeStripe::start(tests::app::STRIPE_API_KEY)
+            .await
+            .expect("the fake Stripe API starts"),
+    );
+    let now = chrono::Utc::now().timestamp();
+    let mut old = Txn::charge("txn_d_old", "ch_d_old", 20_000, 610);
+    old["created"] = json!(now - 3 * 86_400);
+    fake.add_transaction(None, old);
+    let mut yesterday = Txn::charge("txn_d_1", "ch_d_1", 5_000, 175);
+    yesterday["created"] = json!(now - 86_400);
+    fake.add_transaction(None, yesterday);
+    let options = AppOptions {
+        extra: format!(
+            r#"
+            [[sources]]
+            name = "stripe-feed"
+            provider = "stripe"
+            secrets = ["{secret}"]
+            livemode = false
+            api_key = "{key}"
+            api_base = "{base}"
+            "#,
+            secret = tests::app::STRIPE_SECRET,
+            key = tests::app::STRIPE_API_KEY,
+            base = fake.url(),
+        ),
+        stripe: Some(fake.clone()),
+        ..AppOptions::default()
+    };
+    let app = spawn(options.clone()).await;
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "settle.toml",
+        &tests::app::config_toml(&app.database_url(), &options),
+    );
+    let since = (chrono::Utc::now() - chrono::TimeDelta::days(2))
+        .date_naive()
+        .to_string();
+    let (ok, output) = tests::process::run_settle(
+        &config,
+        &app.database_url(),
+        &["backfill", "stripe-feed", "--since", &since],
+    )
+    .await;
+    assert!(ok, "{output}");
+
+    let browser = Browser::start().await;
+    browser.log_in(&app, FINANCE_TOKEN).await;
+    browser.open(&app, "/dashboard/sources").await;
+    let feed = browser.text("#feed-stripe-feed").await;
+    assert!(
+        feed.contains("read to") && feed.contains("s behind"),
+        "{feed}"
+    );
+    assert!(
+        feed.contains(&format!("backfill from {since}")) && feed.contains("opening posted"),
+        "{feed}"
+    );
+    assert!(
+        browser.text("#feed-std").await.is_empty(),
+        "a source with no feed shows none"
+    );
+    browser.shot("15-source-feed").await;
+    browser
+        .client
+        .find(Locator::Id("books-stripe-feed"))
+        .await
+        .expect("the books link")
+        .click()
+        .await
+        .expect("click");
+    let verdict = browser.text("#balance-verdict").await;
+    assert_eq!(verdict, "The books equal the provider's balance.");
+    let balance = browser.text("#balance").await;
+    assert!(
+        balance.contains("USD") && balance.contains("242.15"),
+        "{balance}"
+    );
+    let today = chrono::Utc::now().date_naive().to_string();
+    browser
+        .open(
+            &app,
+            &format!("/dashboard/sources/stripe-feed/books?from={since}&to={today}"),
+        )
+        .await;
+    let coverage = browser.text("#coverage-verdict").await;
+    assert_eq!(
+        coverage,
+        "Every movement the provider lists is in the books, for the same net."
+    );
+    assert!(browser.text("#coverage").await.contains("charge"));
+    browser.shot("16-source-books").await;
+    browser.client.close().await.expect("close the browser");
+}

@@ -9,7 +9,9 @@ use providers::stripe::fake::{FakeStripe, RateLimits};
 use serde_json::Value;
 use std::sync::Arc;
 use tests::TestApp;
-use tests::app::{AppOptions, Backend, STRIPE_API_KEY, STRIPE_SECRET, spawn, start};
+use tests::app::{
+    AppOptions, Backend, FINANCE_TOKEN, OPS_TOKEN, STRIPE_API_KEY, STRIPE_SECRET, spawn, start,
+};
 use tests::process::{Scratch, run_settle};
 use tests::sign;
 use tests::stripe::{Txn, charge, event};
@@ -586,6 +588,79 @@ async fn a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complet
     .await;
     assert!(ok, "{output}");
     assert!(output.contains("complete"), "{output}");
+
+    // The same through the API, for finance as for ops.
+    let (status, feed) = app
+        .api_get(&format!("/api/sources/{SOURCE}/feed"), Some(FINANCE_TOKEN))
+        .await;
+    assert_eq!(status, 200, "{feed}");
+    let progress = &feed["backfill"]["progress"];
+    // A window a day from the first day to where the feed began (five days and today's part).
+    let windows = progress["windows"].as_u64().unwrap_or(0);
+    assert!((5..=6).contains(&windows), "{feed}");
+    assert_eq!(
+        (
+            feed["backfill"]["since"].as_str(),
+            progress["posted"].as_u64(),
+            progress["abandoned"].as_u64(),
+            progress["opening_posted"].as_bool()
+        ),
+        (Some(since.as_str()), Some(windows), Some(0), Some(true)),
+        "{feed}"
+    );
+    assert!(feed["lag_seconds"].as_i64().is_some(), "{feed}");
+    let (status, balance) = app
+        .api_get(&format!("/api/sources/{SOURCE}/balance"), Some(OPS_TOKEN))
+        .await;
+    assert_eq!(status, 200, "{balance}");
+    assert_eq!(
+        (
+            balance["currencies"][1]["provider"].as_str(),
+            balance["currencies"][1]["difference"].as_str()
+        ),
+        (Some("251.41"), Some("0")),
+        "{balance}"
+    );
+    let (status, coverage) = app
+        .api_get(
+            &format!("/api/sources/{SOURCE}/coverage?from={from}&to={to}"),
+            Some(FINANCE_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 200, "{coverage}");
+    assert_eq!(
+        (
+            coverage["missing_in_books"].as_array().map(Vec::len),
+            coverage["differing"].as_array().map(Vec::len)
+        ),
+        (Some(0), Some(0)),
+        "{coverage}"
+    );
+    let provider_count: u64 = coverage["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["provider_count"].as_u64())
+        .sum();
+    assert_eq!(provider_count, 5, "{coverage}");
+    let (status, refused) = app
+        .api_get(
+            &format!("/api/sources/{SOURCE}/coverage?from={to}&to={from}"),
+            Some(FINANCE_TOKEN),
+        )
+        .await;
+    assert_eq!(
+        (status, refused["error"].as_str()),
+        (400, Some("bad_request"))
+    );
+    let (status, _) = app
+        .api_get("/api/sources/nowhere/balance", Some(OPS_TOKEN))
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = app
+        .api_get(&format!("/api/sources/{SOURCE}/feed"), None)
+        .await;
+    assert_eq!(status, 401);
 
     // Again: nothing new is booked, the opening stays one.
     let entries = app.count("journal_entries").await;
