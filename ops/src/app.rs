@@ -70,6 +70,8 @@ pub struct App {
     internal: Option<Plane>,
     store: Store,
     workers: Option<Workers>,
+    /// Where workers run: the sources' balances checked against their providers'.
+    balance_checks: Option<crate::feeds::BalanceChecks>,
     http: HttpSettings,
 }
 
@@ -112,6 +114,15 @@ impl App {
             true => Some(build_workers(config, &store).await?),
             false => None,
         };
+        let balance_checks = match role.runs_workers() {
+            true => Some(crate::feeds::BalanceChecks {
+                store: store.clone(),
+                sources: config.sources.iter().map(|s| s.name.clone()).collect(),
+                resolvers: config.resolvers()?,
+                rules: config.posting_rules(),
+            }),
+            false => None,
+        };
         tracing::info!(?role, sources = sources.len(), backend = ?store.kind(), "settle built");
         let worker_health = workers.as_ref().map(Workers::health);
         let public = public.map(|listener| {
@@ -148,6 +159,7 @@ impl App {
             internal,
             store,
             workers,
+            balance_checks,
             http: config.http.clone(),
         })
     }
@@ -175,6 +187,9 @@ impl App {
     /// the ones in flight; the workers stop fetching and finish their jobs. A worker role that
     /// cannot start cancels the whole process.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        if let Some(checks) = self.balance_checks {
+            tokio::spawn(checks.run(shutdown.clone()));
+        }
         let workers = self.workers.map(|workers| {
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
