@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,19 @@ use rust_decimal::prelude::ToPrimitive;
 /// The share of its budget a process spends, in percent.
 pub const SPENT_PERCENT: u64 = 90;
 
+/// How often a request for history looks again whether its turn has come.
+const HISTORY_POLL: Duration = Duration::from_millis(5);
+
+/// Whose turn comes first when requests of a process wait for the same budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Priority {
+    /// What is happening now: a webhook's fetch, the feed's own windows, a balance read.
+    Now,
+    /// A backfill's history: it takes a turn only when no request of the process for now is
+    /// waiting.
+    History,
+}
+
 /// One source's budget in this process.
 #[derive(Debug)]
 pub struct Budget {
@@ -30,6 +44,8 @@ pub struct Budget {
     fleet_per_sec: u32,
     fleet_per_endpoint_per_sec: u32,
     share: RwLock<Share>,
+    /// Requests for now waiting for their turn.
+    waiting_now: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -46,6 +62,7 @@ impl Budget {
             fleet_per_sec: fleet_per_sec.max(1),
             fleet_per_endpoint_per_sec: fleet_per_endpoint_per_sec.max(1),
             share: RwLock::new(Share::empty(1, 1_000)),
+            waiting_now: AtomicUsize::new(0),
         };
         if let Ok(mut share) = budget.share.write() {
             *share = Share::empty(1, Self::share_of(budget.fleet_per_sec, 1));
@@ -108,16 +125,50 @@ impl Budget {
 
     /// Waits for the next request's turn at `endpoint`; answers how long it waited.
     pub async fn acquire(&self, endpoint: &'static str) -> Duration {
+        self.acquire_as(endpoint, Priority::Now).await
+    }
+
+    /// Waits for the next turn at `endpoint` of a request of `priority`: a request for history
+    /// lets every request for now of this process that is waiting go first.
+    pub async fn acquire_as(&self, endpoint: &'static str, priority: Priority) -> Duration {
         let Some((total, per_endpoint)) = self.limiters(endpoint) else {
             return Duration::ZERO;
         };
         let started = Instant::now();
-        per_endpoint.until_ready().await;
-        total.until_ready().await;
+        match priority {
+            Priority::Now => {
+                let _waiting = Waiting::on(&self.waiting_now);
+                per_endpoint.until_ready().await;
+                total.until_ready().await;
+            }
+            Priority::History => loop {
+                if self.waiting_now.load(Ordering::Acquire) == 0 && per_endpoint.check().is_ok() {
+                    total.until_ready().await;
+                    break;
+                }
+                tokio::time::sleep(HISTORY_POLL).await;
+            },
+        }
         let waited = started.elapsed();
         metrics::histogram!("settle_provider_budget_wait_seconds", "source" => self.source.clone())
             .record(waited.as_secs_f64());
         waited
+    }
+}
+
+/// Counts a waiting request for as long as it waits (a wait given up included).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn on(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -206,5 +257,33 @@ mod tests {
             !whole.try_acquire("refunds"),
             "the whole budget is shared by all endpoints"
         );
+    }
+
+    #[tokio::test]
+    async fn a_request_for_now_goes_before_a_backfills_that_waited_longer() {
+        // 90 % of 10 a second: a turn every 111 ms.
+        let budget = Arc::new(Budget::new("cards", 1_000, 10));
+        budget.acquire("balance_transactions").await;
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let history = {
+            let (budget, order) = (budget.clone(), order.clone());
+            tokio::spawn(async move {
+                budget
+                    .acquire_as("balance_transactions", Priority::History)
+                    .await;
+                order.lock().expect("order").push("history");
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let now = {
+            let (budget, order) = (budget.clone(), order.clone());
+            tokio::spawn(async move {
+                budget.acquire("balance_transactions").await;
+                order.lock().expect("order").push("now");
+            })
+        };
+        history.await.expect("history");
+        now.await.expect("now");
+        assert_eq!(*order.lock().expect("order"), ["now", "history"]);
     }
 }

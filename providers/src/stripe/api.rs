@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::balance_transaction::BalanceTransaction;
 use super::config::ApiSettings;
-use crate::budget::Budget;
+use crate::budget::{Budget, Priority};
 use crate::http::{classify, retry_after_ms, without_url};
 
 /// The API version every request pins (`Stripe-Version`), so the shapes settle reads do not
@@ -220,9 +220,9 @@ impl StripeApi {
     pub async fn window_page(
         &self,
         account: Option<&str>,
-        from: i64,
-        to: i64,
+        (from, to): (i64, i64),
         after: Option<&str>,
+        priority: Priority,
     ) -> Result<(Vec<BalanceTransaction>, bool), ProviderError> {
         let (from, to) = (from.to_string(), to.to_string());
         let mut query = vec![
@@ -237,7 +237,13 @@ impl StripeApi {
         let mut tries = 1;
         loop {
             match self
-                .get::<Page<BalanceTransaction>>("balance_transactions", "/v1/balance_transactions", &query, account)
+                .get_as::<Page<BalanceTransaction>>(
+                    "balance_transactions",
+                    "/v1/balance_transactions",
+                    &query,
+                    account,
+                    priority,
+                )
                 .await
             {
                 Ok(page) => return Ok((page.data, page.has_more)),
@@ -307,7 +313,20 @@ impl StripeApi {
         query: &[(&str, &str)],
         account: Option<&str>,
     ) -> Result<T, ProviderError> {
-        self.budget.acquire(endpoint).await;
+        self.get_as(endpoint, path, query, account, Priority::Now)
+            .await
+    }
+
+    /// [`Self::get`], waiting for the budget as a request of `priority`.
+    async fn get_as<T: DeserializeOwned>(
+        &self,
+        endpoint: &'static str,
+        path: &str,
+        query: &[(&str, &str)],
+        account: Option<&str>,
+        priority: Priority,
+    ) -> Result<T, ProviderError> {
+        self.budget.acquire_as(endpoint, priority).await;
         let mut url = self
             .base
             .join(path)

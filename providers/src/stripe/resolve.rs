@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::api::StripeApi;
 use super::balance_transaction::{self, BalanceTransaction};
 use super::trigger::StripeTrigger;
-use crate::budget::Budget;
+use crate::budget::{Budget, Priority};
 use crate::seam::{Chunks, FeedSettings, Listed, ProviderLedger, Resolution, Resolve};
 use tokio::task::JoinHandle;
 
@@ -138,7 +138,9 @@ async fn each_listed(
 ) -> Result<(), ProviderError> {
     let mut after: Option<String> = None;
     loop {
-        let (page, more) = api.window_page(None, from, to, after.as_deref()).await?;
+        let (page, more) = api
+            .window_page(None, (from, to), after.as_deref(), Priority::Now)
+            .await?;
         page.iter().for_each(&mut each);
         match (more, page.last()) {
             (true, Some(last)) => after = Some(last.id.clone()),
@@ -178,8 +180,16 @@ impl WindowChunks {
 
     fn fetch(&self, after: Option<String>) -> PageFetch {
         let api = self.api.clone();
-        let (from, to) = (self.window.from.timestamp(), self.window.to.timestamp());
-        tokio::spawn(async move { api.window_page(None, from, to, after.as_deref()).await })
+        let span = (self.window.from.timestamp(), self.window.to.timestamp());
+        // A backfill's window reads history: the feed's own windows and webhooks go first.
+        let priority = match self.window.seq {
+            0 => Priority::History,
+            _ => Priority::Now,
+        };
+        tokio::spawn(async move {
+            api.window_page(None, span, after.as_deref(), priority)
+                .await
+        })
     }
 }
 

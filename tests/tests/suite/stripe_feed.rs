@@ -5,7 +5,7 @@
 //! published rate limits. Both backends.
 
 use chrono::Utc;
-use providers::stripe::fake::{FakeStripe, RateLimits};
+use providers::stripe::fake::{FakeStripe, Fault, RateLimits};
 use serde_json::Value;
 use std::sync::Arc;
 use tests::TestApp;
@@ -22,6 +22,7 @@ tests::on_both_backends!(
     a_feed_that_stopped_catches_up_from_its_last_window,
     each_category_books_to_its_account_and_what_settle_cannot_place_to_suspense,
     a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complete,
+    a_refused_key_stops_the_feed_with_one_dead_letter_until_it_is_requeued,
 );
 
 const SOURCE: &str = "stripe-feed";
@@ -727,4 +728,95 @@ async fn unexplained(app: &TestApp, currency: &str) -> Option<String> {
             && name.contains(&format!("currency=\"{currency}\"")))
         .then(|| value.to_owned())
     })
+}
+
+/// Stripe refuses the key (401) when the feed lists: its window goes to the dead letter once, as
+/// `provider_auth`, and the feed stops there. Webhooks keep arriving and are recorded, but no
+/// window opens (every second, it would) and no second dead letter is written; the key fixed,
+/// one requeue by error code lets the feed go on, and what arrived meanwhile is booked.
+async fn a_refused_key_stops_the_feed_with_one_dead_letter_until_it_is_requeued(backend: Backend) {
+    let fake = fake().await;
+    fake.fail_next("/v1/balance_transactions", vec![Fault::Unauthorized]);
+    let app = spawn(options(backend, &fake, 1)).await;
+    let first = ledger::feed::Window::external_id(1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let abandoned = format!(
+        "SELECT count(*) FROM settlement_events WHERE external_id = '{first}' AND status = 'abandoned'"
+    );
+    while app.scalar(&abandoned).await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the window was not dead-lettered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        app.event_state(&first).await,
+        ("abandoned".into(), Some("provider_auth".into()))
+    );
+
+    fake.add_transaction(
+        None,
+        at(
+            Txn::charge("txn_k", "ch_k", 3_000, 117),
+            Utc::now().timestamp(),
+        ),
+    );
+    let woke = event(
+        "evt_k",
+        "charge.succeeded",
+        charge("ch_k", Some("txn_k"), 3_000, "usd"),
+    );
+    assert_eq!(deliver(&app, &woke).await, 200);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        app.scalar(&format!(
+            "SELECT count(*) FROM settlement_events WHERE source = '{SOURCE}' AND external_id LIKE 'feed:%'"
+        ))
+        .await,
+        1,
+        "the feed waits on its dead-lettered window"
+    );
+    assert_eq!(
+        app.count("dead_letters").await,
+        1,
+        "one dead letter, not one per event"
+    );
+    assert_eq!(
+        app.metric(&format!(
+            "settle_dead_letters_open_provider_auth{{source=\"{SOURCE}\"}}"
+        ))
+        .await,
+        1.0
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id = 'txn_k'")
+            .await,
+        0
+    );
+
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "settle.toml",
+        &tests::app::config_toml(&app.database_url(), &options(backend, &fake, 1)),
+    );
+    let (ok, output) = run_settle(
+        &config,
+        &app.database_url(),
+        &[
+            "dead-letters",
+            "requeue",
+            "--source",
+            SOURCE,
+            "--error-code",
+            "provider_auth",
+            "--reason",
+            "key fixed",
+        ],
+    )
+    .await;
+    assert!(ok, "{output}");
+    wait_entries(&app, &["txn_k"]).await;
+    assert_eq!(app.event_state(&first).await, ("posted".into(), None));
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }
