@@ -8,14 +8,12 @@ use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::EventStatus;
+use crate::SourceName;
 use crate::event::Kind;
 use crate::ids::MovementId;
 use crate::money::{Amount, Currency};
 use crate::movement::{Compared, Counter, Movement, MovementError, MovementParts};
-use crate::store::Store;
 use crate::trigger::{Named, Trigger};
-use crate::{SourceName, StoreError};
 
 /// The tag a window is stored under (`{"feed_window": {...}}`); no provider's tag.
 pub const WINDOW_TAG: &str = "feed_window";
@@ -188,53 +186,6 @@ impl Opening {
                 .map_err(|e| format!("stored opening: {e}"))
         })
     }
-}
-
-/// `source`'s first feed window (`feed:1`) and where it stands: where a backfill of the source
-/// ends.
-pub async fn first_window(
-    store: &Store,
-    source: &SourceName,
-) -> Result<Option<(Window, EventStatus)>, StoreError> {
-    let Some(event) = store
-        .event_by_key(source.as_str(), &Window::external_id(1))
-        .await?
-    else {
-        return Ok(None);
-    };
-    let window = event
-        .facts
-        .as_ref()
-        .and_then(Window::from_facts)
-        .transpose()
-        .map_err(StoreError::Corrupt)?
-        .ok_or_else(|| StoreError::Corrupt(format!("{source}: feed:1 holds no window")))?;
-    Ok(Some((window, event.status)))
-}
-
-/// The end of `source`'s newest posted feed window: what the books have read its provider's
-/// list up to (the newest window, or the one before it while the newest is still being read).
-pub async fn cut(store: &Store, source: &SourceName) -> Result<Option<DateTime<Utc>>, StoreError> {
-    let Some(seq) = store.feed_cursor(source).await? else {
-        return Ok(None);
-    };
-    for seq in [seq, seq - 1] {
-        if seq < 1 {
-            break;
-        }
-        let Some(event) = store
-            .event_by_key(source.as_str(), &Window::external_id(seq))
-            .await?
-        else {
-            continue;
-        };
-        if event.status == EventStatus::Posted
-            && let Some(Ok(window)) = event.facts.as_ref().and_then(Window::from_facts)
-        {
-            return Ok(Some(window.to));
-        }
-    }
-    Ok(None)
 }
 
 #[cfg(test)]

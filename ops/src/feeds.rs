@@ -85,7 +85,8 @@ pub async fn backfill(
 }
 
 async fn first_window(store: &Store, source: &SourceName) -> anyhow::Result<Window> {
-    let (window, _) = ledger::feed::first_window(store, source)
+    let (window, _) = store
+        .first_feed_window(source)
         .await?
         .context("the feed's first window is missing")?;
     Ok(window)
@@ -185,10 +186,10 @@ pub struct BackfillState {
 /// `source`'s feed as it stands now.
 pub async fn feed_state(store: &Store, source: &SourceName) -> anyhow::Result<FeedState> {
     let seq = store.feed_cursor(source).await?;
-    let cut = ledger::feed::cut(store, source).await?;
+    let cut = store.feed_cut(source).await?;
     let backfill = match (
         store.opening_requested(source).await?,
-        ledger::feed::first_window(store, source).await?,
+        store.first_feed_window(source).await?,
     ) {
         (Some(since), Some((first, _))) => {
             let keys: Vec<String> =
@@ -254,7 +255,7 @@ pub async fn check_balance(
     ledger: &dyn ProviderLedger,
     accounts: &Accounts,
 ) -> anyhow::Result<BalanceCheck> {
-    let cut = ledger::feed::cut(store, source).await?;
+    let cut = store.feed_cut(source).await?;
     let provider = ledger.balance().await?;
     let now = Utc::now() + TimeDelta::seconds(1);
     let after = match cut {

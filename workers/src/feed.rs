@@ -21,8 +21,8 @@ use ledger::finance::BalanceQuery;
 use ledger::posting::{self, Accounts};
 use ledger::resolved::{MovementEntry, Resolved};
 use ledger::{
-    Amount, Content, EventStatus, ExternalId, NewEvent, PostError, ProviderError, SourceName,
-    Store, StoreError,
+    Amount, Content, EventId, EventStatus, ExternalId, NewEvent, PostError, ProviderError,
+    SourceName, Store, StoreError,
 };
 use providers::{FeedSettings, ProviderLedger};
 use rust_decimal::Decimal;
@@ -118,7 +118,7 @@ pub async fn record_opening_when_ready(
         watch.recorded = true;
         return Ok(None);
     }
-    let Some((first, _)) = ledger::feed::first_window(store, source).await? else {
+    let Some((first, _)) = store.first_feed_window(source).await? else {
         return Ok(None);
     };
     let opening = Opening::of_day(day);
@@ -170,7 +170,8 @@ pub(crate) async fn opening(
             retry_after_ms: Some(1_000),
         })
     };
-    let cut = ledger::feed::cut(store, source)
+    let cut = store
+        .feed_cut(source)
         .await?
         .ok_or_else(|| not_yet("the feed has not posted a window yet"))?;
     let books_at = Utc::now();
@@ -288,8 +289,17 @@ pub async fn look(
             if last.status != EventStatus::Posted {
                 return Ok(Look::Busy);
             }
+            // A delivery that could keep the feed due was recorded after the window before
+            // the last one opened (the last one opened after it, or within the margin).
+            let before_last = match seq {
+                1 => None,
+                seq => store
+                    .event_by_key(source.as_str(), &Window::external_id(seq - 1))
+                    .await?
+                    .map(|e| e.id),
+            };
             let woken = store
-                .newest_delivery(source)
+                .newest_delivery(source, EventId::new(before_last.unwrap_or(0)))
                 .await?
                 .is_some_and(|received| received + WAKE_MARGIN > window.to);
             if !woken && now < window.to + every {

@@ -455,6 +455,60 @@ impl Store {
         on_backend!(self, store => store.advance_feed_cursor(source.as_str(), from, to).await)
     }
 
+    /// `source`'s first feed window (`feed:1`) and where it stands: where a backfill of the
+    /// source ends.
+    pub async fn first_feed_window(
+        &self,
+        source: &SourceName,
+    ) -> Result<Option<(crate::feed::Window, crate::EventStatus)>, StoreError> {
+        let Some(event) = self
+            .event_by_key(source.as_str(), &crate::feed::Window::external_id(1))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let window = event
+            .facts
+            .as_ref()
+            .and_then(crate::feed::Window::from_facts)
+            .transpose()
+            .map_err(StoreError::Corrupt)?
+            .ok_or_else(|| StoreError::Corrupt(format!("{source}: feed:1 holds no window")))?;
+        Ok(Some((window, event.status)))
+    }
+
+    /// The end of `source`'s newest posted feed window: what the books have read its
+    /// provider's list up to (the newest window, or the one before it while the newest is
+    /// still being read).
+    pub async fn feed_cut(
+        &self,
+        source: &SourceName,
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        let Some(seq) = self.feed_cursor(source).await? else {
+            return Ok(None);
+        };
+        for seq in [seq, seq - 1] {
+            if seq < 1 {
+                break;
+            }
+            let Some(event) = self
+                .event_by_key(source.as_str(), &crate::feed::Window::external_id(seq))
+                .await?
+            else {
+                continue;
+            };
+            if event.status == crate::EventStatus::Posted
+                && let Some(Ok(window)) = event
+                    .facts
+                    .as_ref()
+                    .and_then(crate::feed::Window::from_facts)
+            {
+                return Ok(Some(window.to));
+            }
+        }
+        Ok(None)
+    }
+
     /// Asks for `source`'s opening balance from `since` (its feed must have a cursor): the
     /// day asked for, which is an earlier request's when there was one (a source has one
     /// opening); `None` when the source has no feed cursor.
@@ -492,13 +546,16 @@ impl Store {
         Ok(all)
     }
 
-    /// When `source`'s newest delivery was received: its newest event that is not one of its
-    /// feed's own (a window, the opening).
+    /// When `source`'s newest delivery recorded after event `after` was received: its newest
+    /// event that is not one of its feed's own (a window, the opening). Bounded by `after` so
+    /// a source whose feed has opened many windows since its last webhook is not read back to
+    /// it.
     pub async fn newest_delivery(
         &self,
         source: &SourceName,
+        after: EventId,
     ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
-        on_backend!(self, store => store.newest_delivery(source.as_str()).await)
+        on_backend!(self, store => store.newest_delivery(source.as_str(), after).await)
     }
 
     /// How many worker processes of the queue were seen alive within `window` (at least one:

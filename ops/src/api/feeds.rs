@@ -1,6 +1,6 @@
 //! `/api/sources/{name}/feed|balance|coverage`: a source's feed and its books against the
-//! provider's own (README.md, Stripe: history and the books against Stripe). The balance and the
-//! coverage ask the provider, within the source's request budget.
+//! provider's own (ARCHITECTURE.md, Feeds). The balance and the coverage ask the provider,
+//! within the source's request budget.
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;

@@ -187,15 +187,17 @@ impl PgStore {
     pub(super) async fn newest_delivery(
         &self,
         source: &str,
+        after: EventId,
     ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
         Ok(sqlx::query_scalar(
             "SELECT received_at FROM settlement_events
-             WHERE source = $1 AND (kind IS NULL OR kind NOT IN ($2, $3))
+             WHERE source = $1 AND id > $4 AND (kind IS NULL OR kind NOT IN ($2, $3))
              ORDER BY id DESC LIMIT 1",
         )
         .bind(source)
         .bind(crate::feed::WINDOW_KIND)
         .bind(crate::feed::OPENING_KIND)
+        .bind(after.get())
         .fetch_optional(&self.pool)
         .await?)
     }
