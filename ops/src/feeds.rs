@@ -373,7 +373,8 @@ async fn booked_keys(
 }
 
 /// The provider's list of a window beside the books: per currency and category, its count and
-/// net against the books' count and net of the same movements, and the ids the books miss.
+/// net against the books' count and net of the same movements, the ids the books miss or hold
+/// for another net, and the ids the books hold that the provider does not list.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Coverage {
     pub source: String,
@@ -384,6 +385,9 @@ pub struct Coverage {
     pub missing_in_books: Vec<String>,
     /// In the books with another net than the provider lists.
     pub differing: Vec<String>,
+    /// In the books, dated within the days, and not in the provider's list (the opening
+    /// balance aside).
+    pub not_listed: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -398,7 +402,7 @@ pub struct CoverageRow {
 
 impl Coverage {
     pub fn complete(&self) -> bool {
-        self.missing_in_books.is_empty() && self.differing.is_empty()
+        self.missing_in_books.is_empty() && self.differing.is_empty() && self.not_listed.is_empty()
     }
 }
 
@@ -435,6 +439,19 @@ pub async fn coverage(
             None => missing_in_books.push(movement.id.clone()),
         }
     }
+    // What the books hold dated within the days (whole days: an entry is dated by the day its
+    // movement was created) that the provider does not list.
+    let listed_keys: std::collections::HashSet<&str> =
+        listed.iter().map(|l| l.key.as_str()).collect();
+    let opening = format!("{source}/opening/");
+    let last_day = (to - TimeDelta::seconds(1)).date_naive();
+    let not_listed = store
+        .booked_between(source, &accounts.balance, (from.date_naive(), last_day))
+        .await?
+        .into_iter()
+        .filter(|(key, _)| !listed_keys.contains(key.as_str()) && !key.starts_with(&opening))
+        .map(|(_, id)| id)
+        .collect();
     Ok(Coverage {
         source: source.to_string(),
         from,
@@ -452,5 +469,6 @@ pub async fn coverage(
             .collect(),
         missing_in_books,
         differing,
+        not_listed,
     })
 }

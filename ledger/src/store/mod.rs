@@ -546,6 +546,17 @@ impl Store {
         Ok(all)
     }
 
+    /// The entries of movements `source`'s provider reported (they keep its details) dated from
+    /// `from` to `to` (both included) that book to `account`: each key with its movement id.
+    pub async fn booked_between(
+        &self,
+        source: &SourceName,
+        account: &str,
+        (from, to): (NaiveDate, NaiveDate),
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        on_backend!(self, store => store.booked_between(source.as_str(), account, from, to).await)
+    }
+
     /// When `source`'s newest delivery recorded after event `after` was received: its newest
     /// event that is not one of its feed's own (a window, the opening). Bounded by `after` so
     /// a source whose feed has opened many windows since its last webhook is not read back to

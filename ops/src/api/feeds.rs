@@ -92,7 +92,8 @@ pub(super) struct CoverageParams {
 }
 
 /// The provider's list of movements created over the days against the books: count and net per
-/// currency and category on each side, and the ids the books miss or hold for another net.
+/// currency and category on each side, the ids the books miss or hold for another net, and the
+/// ids the books hold for those days that the provider does not list.
 #[utoipa::path(get, path = "/api/sources/{name}/coverage", tag = "sources", params(("name" = String, Path), CoverageParams),
     responses((status = 200, body = Coverage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 502, body = ErrorBody)),

@@ -200,6 +200,9 @@ fn print_coverage(coverage: &Coverage, json: bool) -> anyhow::Result<()> {
     for id in &coverage.differing {
         println!("booked for another amount: {id}");
     }
+    for id in &coverage.not_listed {
+        println!("in the books, not listed by the provider: {id}");
+    }
     println!(
         "{}",
         if coverage.complete() {

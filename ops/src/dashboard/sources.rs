@@ -120,8 +120,9 @@ pub(super) async fn books(
                 }
                 p id="coverage-verdict" {
                     @if coverage.complete() { "Every movement the provider lists is in the books, for the same net." }
-                    @else { strong.error { (coverage.missing_in_books.len()) " missing from the books, " (coverage.differing.len()) " for another net: " }
-                            (coverage.missing_in_books.iter().chain(&coverage.differing).take(50).cloned().collect::<Vec<_>>().join(", ")) }
+                    @else { strong.error { (coverage.missing_in_books.len()) " missing from the books, " (coverage.differing.len()) " for another net, "
+                                           (coverage.not_listed.len()) " in the books and not listed: " }
+                            (coverage.missing_in_books.iter().chain(&coverage.differing).chain(&coverage.not_listed).take(50).cloned().collect::<Vec<_>>().join(", ")) }
                 }
             }
         },

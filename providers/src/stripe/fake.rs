@@ -185,6 +185,16 @@ impl FakeStripe {
         objects.transactions.insert((account, id), transaction);
     }
 
+    /// Stripe no longer knows the balance transaction `id`: it is neither listed nor answered.
+    pub fn remove_transaction(&self, account: Option<&str>, id: &str) {
+        let key = (account.map(str::to_owned), id.to_owned());
+        let mut objects = self.objects();
+        if let Some(old) = objects.transactions.remove(&key) {
+            let created = old["created"].as_i64().unwrap_or_default();
+            objects.by_created.remove(&(key.0, created, key.1));
+        }
+    }
+
     /// Answers `GET /v1/balance` for the platform (`account: None`) or a connected account
     /// with this balance object (by default, the balance its transactions add up to).
     pub fn set_balance(&self, account: Option<&str>, balance: Value) {

@@ -716,6 +716,43 @@ async fn a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complet
     checks.check_all().await;
     assert_eq!(unexplained(&app, "USD").await.as_deref(), Some("0.01"));
     assert_eq!(unexplained(&app, "EUR").await.as_deref(), Some("0"));
+
+    // The books hold a movement Stripe no longer lists: coverage names it, on that side.
+    fake.remove_transaction(None, "txn_b_fee");
+    let (status, coverage) = app
+        .api_get(
+            &format!("/api/sources/{SOURCE}/coverage?from={from}&to={to}"),
+            Some(FINANCE_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 200, "{coverage}");
+    assert_eq!(
+        (
+            coverage["not_listed"].clone(),
+            coverage["missing_in_books"].clone()
+        ),
+        (serde_json::json!(["txn_b_fee"]), serde_json::json!([])),
+        "{coverage}"
+    );
+    let (ok, output) = run_settle(
+        &config,
+        &app.database_url(),
+        &[
+            "reconcile",
+            "coverage",
+            SOURCE,
+            "--from",
+            &from,
+            "--to",
+            &to,
+        ],
+    )
+    .await;
+    assert!(!ok, "{output}");
+    assert!(
+        output.contains("in the books, not listed by the provider: txn_b_fee"),
+        "{output}"
+    );
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }
 

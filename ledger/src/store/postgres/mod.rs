@@ -184,6 +184,28 @@ impl PgStore {
         .await?)
     }
 
+    pub(super) async fn booked_between(
+        &self,
+        source: &str,
+        account: &str,
+        from: NaiveDate,
+        to: NaiveDate,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT e.source_key, e.movement_id FROM journal_entries e
+             WHERE e.source = $1 AND e.effective_date >= $3 AND e.effective_date <= $4
+               AND e.details IS NOT NULL AND e.reverses_entry_id IS NULL
+               AND EXISTS (SELECT 1 FROM journal_lines l WHERE l.entry_id = e.id AND l.account = $2)
+             ORDER BY e.effective_date, e.id",
+        )
+        .bind(source)
+        .bind(account)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     pub(super) async fn newest_delivery(
         &self,
         source: &str,
