@@ -573,20 +573,16 @@ async fn a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complet
     let to = (Utc::now() - chrono::TimeDelta::days(1))
         .date_naive()
         .to_string();
-    let (ok, output) = run_settle(
-        &config,
-        &app.database_url(),
-        &[
-            "reconcile",
-            "coverage",
-            SOURCE,
-            "--from",
-            &from,
-            "--to",
-            &to,
-        ],
-    )
-    .await;
+    let coverage_args = [
+        "reconcile",
+        "coverage",
+        SOURCE,
+        "--from",
+        &from,
+        "--to",
+        &to,
+    ];
+    let (ok, output) = run_settle(&config, &app.database_url(), &coverage_args).await;
     assert!(ok, "{output}");
     assert!(output.contains("complete"), "{output}");
 
@@ -734,20 +730,7 @@ async fn a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complet
         (serde_json::json!(["txn_b_fee"]), serde_json::json!([])),
         "{coverage}"
     );
-    let (ok, output) = run_settle(
-        &config,
-        &app.database_url(),
-        &[
-            "reconcile",
-            "coverage",
-            SOURCE,
-            "--from",
-            &from,
-            "--to",
-            &to,
-        ],
-    )
-    .await;
+    let (ok, output) = run_settle(&config, &app.database_url(), &coverage_args).await;
     assert!(!ok, "{output}");
     assert!(
         output.contains("in the books, not listed by the provider: txn_b_fee"),
