@@ -133,6 +133,12 @@ impl Opening {
         }
     }
 
+    /// The windows of the backfill this opens: from `since`, a day each, up to `until` (where
+    /// the source's feed begins).
+    pub fn backfill_windows(&self, until: DateTime<Utc>) -> Vec<Window> {
+        Window::backfill_windows(self.since, until, BACKFILL_SPAN)
+    }
+
     /// The entry of its balance in one currency: `net` on the source's balance account against
     /// [`OPENING_ACCOUNT`], dated `since`, keyed `{source}/opening/{currency}`.
     pub fn movement(

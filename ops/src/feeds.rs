@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
-use ledger::feed::{BACKFILL_SPAN, OPENING_EXTERNAL_ID, Opening, Window};
+use ledger::feed::{OPENING_EXTERNAL_ID, Opening, Window};
 use ledger::finance::BalanceQuery;
 use ledger::{Accounts, Content, EventStatus, ExternalId, NewEvent, SourceName, Store};
 use providers::{FeedSettings, Listed, ProviderLedger};
@@ -34,7 +34,8 @@ pub async fn backfill(
     day: NaiveDate,
     lock_timeout_ms: u64,
 ) -> anyhow::Result<Backfill> {
-    let since = Opening::of_day(day).since;
+    let opening = Opening::of_day(day);
+    let since = opening.since;
     let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap_or_else(Utc::now);
     let until = match store.feed_cursor(source).await? {
         Some(_) => first_window(store, source).await?.from,
@@ -53,7 +54,7 @@ pub async fn backfill(
     if since >= until {
         bail!("--since {since} is not before the feed's first window ({until})");
     }
-    let windows = Window::backfill_windows(since, until, BACKFILL_SPAN);
+    let windows = opening.backfill_windows(until);
     let mut new = 0;
     for window in &windows {
         new += usize::from(
@@ -192,11 +193,11 @@ pub async fn feed_state(store: &Store, source: &SourceName) -> anyhow::Result<Fe
         store.first_feed_window(source).await?,
     ) {
         (Some(since), Some((first, _))) => {
-            let keys: Vec<String> =
-                Window::backfill_windows(Opening::of_day(since).since, first.from, BACKFILL_SPAN)
-                    .iter()
-                    .map(Window::key)
-                    .collect();
+            let keys: Vec<String> = Opening::of_day(since)
+                .backfill_windows(first.from)
+                .iter()
+                .map(Window::key)
+                .collect();
             Some(BackfillState {
                 since,
                 until: first.from,

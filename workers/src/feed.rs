@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use ledger::feed::{BACKFILL_SPAN, OPENING_EXTERNAL_ID, Opening, Window};
+use ledger::feed::{OPENING_EXTERNAL_ID, Opening, Window};
 use ledger::finance::BalanceQuery;
 use ledger::posting::{self, Accounts};
 use ledger::resolved::{MovementEntry, Resolved};
@@ -123,11 +123,7 @@ pub async fn record_opening_when_ready(
     };
     let opening = Opening::of_day(day);
     let keys: Vec<String> = std::iter::once(first.key())
-        .chain(
-            Window::backfill_windows(opening.since, first.from, BACKFILL_SPAN)
-                .iter()
-                .map(Window::key),
-        )
+        .chain(opening.backfill_windows(first.from).iter().map(Window::key))
         .collect();
     while let Some(key) = keys.get(watch.posted) {
         match store.event_by_key(source.as_str(), key).await? {
