@@ -36,28 +36,47 @@ pub const OPENING_ACCOUNT: &str = "equity:opening";
 pub const BACKFILL_SPAN: TimeDelta = TimeDelta::days(1);
 
 /// The movements created in `[from, to)`: the `seq`-th window of its source's feed, or (`seq`
-/// 0) a window of a backfill.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// 0) a window of a backfill. A window of one of the source's accounts at the provider (a
+/// platform's connected account) names it: such an account has a feed of its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Window {
     pub seq: i64,
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 impl Window {
-    /// The natural key of window `seq` (zero-padded, so keys sort as windows do).
+    /// The natural key of the source's own window `seq` (zero-padded, so keys sort as windows
+    /// do).
     pub fn external_id(seq: i64) -> String {
-        format!("{EXTERNAL_ID_PREFIX}{seq:012}")
+        Self::external_id_of(None, seq)
+    }
+
+    /// The natural key of window `seq` of `account`'s feed (`None`: the source's own):
+    /// `feed:{seq}`, or `feed:{account}:{seq}`.
+    pub fn external_id_of(account: Option<&str>, seq: i64) -> String {
+        match account {
+            None => format!("{EXTERNAL_ID_PREFIX}{seq:012}"),
+            Some(account) => format!("{EXTERNAL_ID_PREFIX}{account}:{seq:012}"),
+        }
     }
 
     /// A backfill's window (`seq` 0).
     pub fn backfill(from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
-        Self { seq: 0, from, to }
+        Self {
+            seq: 0,
+            from,
+            to,
+            account: None,
+        }
     }
 
-    /// Its natural key: `feed:{seq}`, or `backfill:{from}-{to}` (Unix seconds) for a
-    /// backfill's, so a backfill run again over the same days records nothing new.
+    /// Its natural key: `feed:{seq}` (`feed:{account}:{seq}` for an account's), or
+    /// `backfill:{from}-{to}` (Unix seconds) for a backfill's, so a backfill run again over the
+    /// same days records nothing new.
     pub fn key(&self) -> String {
         match self.seq {
             0 => format!(
@@ -65,7 +84,7 @@ impl Window {
                 self.from.timestamp(),
                 self.to.timestamp()
             ),
-            seq => Self::external_id(seq),
+            seq => Self::external_id_of(self.account.as_deref(), seq),
         }
     }
 
@@ -202,12 +221,29 @@ mod tests {
     fn a_window_round_trips_through_its_stored_facts() {
         let from = DateTime::from_timestamp(1_764_000_000, 0).expect("time");
         let to = DateTime::from_timestamp(1_764_000_060, 0).expect("time");
-        let window = Window { seq: 7, from, to };
+        let window = Window {
+            seq: 7,
+            from,
+            to,
+            account: None,
+        };
         let named = window.named();
         assert_eq!(named.object, "feed:000000000007");
+        // A window of the source's own feed is stored as it always was.
+        assert_eq!(named.trigger.document().get("account"), None);
         assert_eq!(
             Window::from_facts(&named.trigger.to_stored()),
-            Some(Ok(window))
+            Some(Ok(window.clone()))
+        );
+        let connected = Window {
+            account: Some("acct_1Abc".into()),
+            ..window
+        };
+        let named = connected.named();
+        assert_eq!(named.object, "feed:acct_1Abc:000000000007");
+        assert_eq!(
+            Window::from_facts(&named.trigger.to_stored()),
+            Some(Ok(connected))
         );
         let other = Trigger::new("toy", serde_json::json!({"object": "o_1"}));
         assert_eq!(Window::from_trigger(&other), None);

@@ -45,9 +45,10 @@ pub async fn backfill(
                 seq: 1,
                 from: now - overlap,
                 to: now,
+                account: None,
             };
             record_new(store, source, &first.key(), first.named(), lock_timeout_ms).await?;
-            store.advance_feed_cursor(source, None, 1).await?;
+            store.advance_feed_cursor(source, None, None, 1).await?;
             first_window(store, source).await?.from
         }
     };

@@ -76,6 +76,11 @@ impl Budget {
         u64::from(fleet_per_sec) * 1_000 / u64::from(workers.max(1))
     }
 
+    /// Requests per second the whole fleet may send to this source, in all.
+    pub fn fleet_per_sec(&self) -> u32 {
+        self.fleet_per_sec
+    }
+
     /// This process' share of the whole budget, and of each endpoint's, in requests per second
     /// (what it may send; it spends [`SPENT_PERCENT`] of each).
     pub fn per_sec(&self) -> (Decimal, Decimal) {

@@ -186,6 +186,14 @@ pub trait Resolve: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The source's accounts at the provider that keep books of their own (a platform's
+    /// connected accounts, when the source posts them), each swept by a feed of its own beside the
+    /// source's: a window of one names it (`ledger::feed::Window::account`). Asked again every
+    /// `FeedSettings::every`.
+    fn feed_accounts(&self) -> BoxFuture<'_, Result<Vec<String>, PostError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
     /// The provider's own ledger of this source, if it can be read: its balance and the net of
     /// its listed movements, to reconcile the books with.
     fn ledger(&self) -> Option<&dyn ProviderLedger> {

@@ -856,6 +856,13 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
         per_sec: 25,
         endpoint_per_sec: 25,
     });
+    // Stripe answers a listing of a hundred in a few hundred milliseconds; the fake waits as
+    // long before each answer.
+    let latency_ms: u64 = std::env::var("BENCH_FEED_LATENCY_MS")
+        .ok()
+        .map_or(200, |v| v.parse().expect("milliseconds"));
+    fake.set_latency(Duration::from_millis(latency_ms));
+    println!("  the fake answers every request after {latency_ms} ms");
     let now = chrono::Utc::now().timestamp();
     let span = 5 * 86_400;
     for i in 0..transactions {
@@ -1065,7 +1072,7 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
     let verified = verify(&db.url).await;
     results.insert(
         "stripe_feed".into(),
-        json!({"transactions": transactions, "backfill_ms": elapsed.as_millis() as u64,
+        json!({"transactions": transactions, "latency_ms": latency_ms, "backfill_ms": elapsed.as_millis() as u64,
                "backfill_movements_per_sec": per_sec, "requests": requests,
                "catch_up": catch_up, "catch_up_ms": catch_up_elapsed.as_millis() as u64,
                "catch_up_movements_per_sec": catch_up_per_sec,

@@ -13,7 +13,7 @@
 //! listed once.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use ledger::feed::{OPENING_EXTERNAL_ID, Opening, Window};
@@ -38,15 +38,15 @@ const TICK: Duration = Duration::from_secs(1);
 /// moment after its webhook.
 const WAKE_MARGIN: TimeDelta = TimeDelta::seconds(2);
 
-/// What one look at a source's feed did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What one look at a feed did.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Look {
     /// Opened this window.
     Opened(Window),
     /// Its last window has not posted yet (running, waiting for a retry, paused, or dead-lettered).
     Busy,
-    /// Nothing woke it and its period has not passed.
-    NotDue,
+    /// Nothing woke it and its period has not passed: it is due at `due` unless woken.
+    NotDue { due: DateTime<Utc> },
 }
 
 /// Looks at every feed of `resolvers` each [`TICK`] until `shutdown`.
@@ -58,6 +58,7 @@ pub(crate) async fn feed_loop(
 ) {
     let feeds: Vec<(SourceName, FeedSettings)> = resolvers.feeds().collect();
     let mut openings: HashMap<SourceName, OpeningWatch> = HashMap::new();
+    let mut accounts: HashMap<SourceName, AccountFeeds> = HashMap::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -67,13 +68,15 @@ pub(crate) async fn feed_loop(
         }
         for (source, settings) in &feeds {
             match look(&store, source, settings, Utc::now(), lock_timeout_ms).await {
-                Ok(Look::Opened(window)) => {
-                    info!(%source, seq = window.seq, from = %window.from, to = %window.to, "feed window opened");
-                    metrics::counter!("settle_feed_windows_opened_total", "source" => source.to_string())
-                        .increment(1);
-                }
+                Ok(Look::Opened(window)) => opened(source, &window),
                 Ok(_) => {}
                 Err(error) => warn!(%source, %error, "looking at the feed failed"),
+            }
+            if let Some(resolver) = resolvers.get(source) {
+                let feeds = accounts.entry(source.clone()).or_default();
+                feeds
+                    .look(&store, source, resolver, settings, lock_timeout_ms)
+                    .await;
             }
             let watch = openings.entry(source.clone()).or_default();
             match record_opening_when_ready(&store, source, watch, lock_timeout_ms).await {
@@ -85,6 +88,130 @@ pub(crate) async fn feed_loop(
             }
         }
     }
+}
+
+fn opened(source: &SourceName, window: &Window) {
+    info!(%source, account = window.account.as_deref().unwrap_or_default(), seq = window.seq,
+          from = %window.from, to = %window.to, "feed window opened");
+    metrics::counter!("settle_feed_windows_opened_total", "source" => source.to_string())
+        .increment(1);
+}
+
+/// The feeds of a source's accounts at its provider (`Resolve::feed_accounts`, e.g. a
+/// platform's connected accounts), as one process sweeps them: the accounts as last asked for, and when
+/// each is next looked at. An account's feed is not woken by webhooks (a connected account's
+/// webhook fetches what it names by id); its windows open on its schedule: `every`, stretched
+/// so that the accounts' windows together spend at most [`ACCOUNTS_BUDGET_PERCENT`] of the
+/// source's requests a second (each window costs at least one request).
+#[derive(Debug, Default)]
+pub struct AccountFeeds {
+    accounts: Vec<String>,
+    asked_at: Option<Instant>,
+    next_look: HashMap<String, Instant>,
+    read_to: HashMap<String, DateTime<Utc>>,
+}
+
+/// At most this many accounts' feeds are looked at in one tick.
+const ACCOUNT_LOOKS_PER_TICK: usize = 100;
+/// At most this share of a source's requests a second goes to its accounts' scheduled windows.
+const ACCOUNTS_BUDGET_PERCENT: u64 = 50;
+
+impl AccountFeeds {
+    /// Asks for the accounts when `every` has passed since the last time, then looks at each
+    /// account's feed that is due.
+    pub async fn look(
+        &mut self,
+        store: &Store,
+        source: &SourceName,
+        resolver: &dyn providers::Resolve,
+        settings: &FeedSettings,
+        lock_timeout_ms: u64,
+    ) {
+        if self
+            .asked_at
+            .is_none_or(|at| at.elapsed() >= settings.every)
+        {
+            self.asked_at = Some(Instant::now());
+            match resolver.feed_accounts().await {
+                Ok(accounts) => {
+                    self.next_look.retain(|a, _| accounts.contains(a));
+                    self.read_to.retain(|a, _| accounts.contains(a));
+                    self.accounts = accounts;
+                }
+                Err(error) => warn!(%source, %error, "listing the source's accounts failed"),
+            }
+        }
+        if self.accounts.is_empty() {
+            return;
+        }
+        let settings = FeedSettings {
+            every: account_every(settings.every, self.accounts.len(), resolver.budget()),
+            ..*settings
+        };
+        let now = Instant::now();
+        let mut looks = 0;
+        for account in &self.accounts {
+            if self.next_look.get(account).is_some_and(|at| *at > now) {
+                continue;
+            }
+            // The rest wait for the next tick: the source's own feed is looked at every tick.
+            if looks == ACCOUNT_LOOKS_PER_TICK {
+                break;
+            }
+            looks += 1;
+            let looked = look_at(
+                store,
+                source,
+                Some(account.as_str()),
+                &settings,
+                Utc::now(),
+                lock_timeout_ms,
+            )
+            .await;
+            let next = match looked {
+                Ok((look, read_to)) => {
+                    if let Some(read_to) = read_to {
+                        self.read_to.insert(account.clone(), read_to);
+                    }
+                    match look {
+                        Look::Opened(window) => {
+                            opened(source, &window);
+                            now + TICK
+                        }
+                        Look::Busy => now + TICK,
+                        Look::NotDue { due } => {
+                            now + (due - Utc::now()).to_std().unwrap_or_default().max(TICK)
+                        }
+                    }
+                }
+                Err(error) => {
+                    warn!(%source, %account, %error, "looking at an account's feed failed");
+                    now + TICK
+                }
+            };
+            self.next_look.insert(account.clone(), next);
+        }
+        // The furthest behind of the accounts' feeds.
+        let behind = self
+            .read_to
+            .values()
+            .map(|read_to| (Utc::now() - *read_to).to_std().unwrap_or_default())
+            .max()
+            .unwrap_or_default();
+        metrics::gauge!("settle_feed_accounts_lag_seconds", "source" => source.to_string())
+            .set(behind.as_secs_f64());
+    }
+}
+
+/// How often each of `accounts` account feeds opens a window unwoken: `every`, or longer when
+/// that would spend more than [`ACCOUNTS_BUDGET_PERCENT`] of the fleet's requests a second.
+fn account_every(every: Duration, accounts: usize, budget: Option<&providers::Budget>) -> Duration {
+    let Some(per_sec) = budget.map(providers::Budget::fleet_per_sec) else {
+        return every;
+    };
+    let spendable_milli = (u64::from(per_sec) * ACCOUNTS_BUDGET_PERCENT * 10).max(1);
+    let spread = Duration::from_millis(accounts as u64 * 1_000_000 / spendable_milli);
+    every.max(spread)
 }
 
 /// How far one process has seen a source's backfill post.
@@ -248,7 +375,7 @@ pub(crate) async fn opening(
     })
 }
 
-/// Looks once at `source`'s feed at `now`, and opens its next window if it is due.
+/// Looks once at `source`'s own feed at `now`, and opens its next window if it is due.
 pub async fn look(
     store: &Store,
     source: &SourceName,
@@ -256,14 +383,33 @@ pub async fn look(
     now: DateTime<Utc>,
     lock_timeout_ms: u64,
 ) -> Result<Look, StoreError> {
+    let (look, read_to) = look_at(store, source, None, settings, now, lock_timeout_ms).await?;
+    if let Some(read_to) = read_to {
+        lag(source, now, read_to);
+    }
+    Ok(look)
+}
+
+/// Looks once at the feed of `source`'s `account` (`None`: the source's own) at `now`, and
+/// opens its next window if it is due: what it did, and how far the feed has read. Only the
+/// source's own feed is woken by deliveries.
+pub async fn look_at(
+    store: &Store,
+    source: &SourceName,
+    account: Option<&str>,
+    settings: &FeedSettings,
+    now: DateTime<Utc>,
+    lock_timeout_ms: u64,
+) -> Result<(Look, Option<DateTime<Utc>>), StoreError> {
     let overlap = TimeDelta::from_std(settings.overlap).unwrap_or(TimeDelta::MAX);
     let every = TimeDelta::from_std(settings.every).unwrap_or(TimeDelta::MAX);
     let now = DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
-    let cursor = store.feed_cursor(source).await?;
+    let cursor = store.feed_cursor_of(source, account).await?;
+    let mut read = None;
     let (seq, from) = match cursor {
         None => (1, now - overlap),
         Some(seq) => {
-            let key = Window::external_id(seq);
+            let key = Window::external_id_of(account, seq);
             let last = store
                 .event_by_key(source.as_str(), &key)
                 .await?
@@ -281,35 +427,40 @@ pub async fn look(
                 EventStatus::Posted => window.to,
                 _ => window.from + overlap,
             };
-            lag(source, now, read_to);
+            read = Some(read_to);
             if last.status != EventStatus::Posted {
-                return Ok(Look::Busy);
+                return Ok((Look::Busy, read));
             }
-            // A delivery that could keep the feed due was recorded after the window before
-            // the last one opened (the last one opened after it, or within the margin).
-            let before_last = match seq {
-                1 => None,
-                seq => store
-                    .event_by_key(source.as_str(), &Window::external_id(seq - 1))
-                    .await?
-                    .map(|e| e.id),
+            let woken = match account {
+                None => woken(store, source, seq, window.to).await?,
+                Some(_) => false,
             };
-            let woken = store
-                .newest_delivery(source, EventId::new(before_last.unwrap_or(0)))
-                .await?
-                .is_some_and(|received| received + WAKE_MARGIN > window.to);
-            if !woken && now < window.to + every {
-                return Ok(Look::NotDue);
+            let due = window
+                .to
+                .checked_add_signed(every)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
+            if !woken && now < due {
+                return Ok((Look::NotDue { due }, read));
             }
             (seq + 1, window.to - overlap)
         }
     };
     if now <= from {
-        return Ok(Look::NotDue);
+        return Ok((
+            Look::NotDue {
+                due: from + TimeDelta::seconds(1),
+            },
+            read,
+        ));
     }
-    let window = Window { seq, from, to: now };
-    let external_id = ExternalId::parse(&Window::external_id(seq))
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let window = Window {
+        seq,
+        from,
+        to: now,
+        account: account.map(str::to_owned),
+    };
+    let external_id =
+        ExternalId::parse(&window.key()).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let event = NewEvent {
         source: source.clone(),
         external_id,
@@ -317,12 +468,37 @@ pub async fn look(
         content: Content::Named(window.named()),
     };
     let opened = store.record_new(&[&event], lock_timeout_ms).await?;
-    store.advance_feed_cursor(source, cursor, seq).await?;
-    Ok(match opened.first() {
+    store
+        .advance_feed_cursor(source, account, cursor, seq)
+        .await?;
+    let look = match opened.first() {
         Some(Some(_)) => Look::Opened(window),
         // Another process opened it first.
         _ => Look::Busy,
-    })
+    };
+    Ok((look, read))
+}
+
+/// Whether a delivery to `source` keeps its own feed due after window `seq` (ending at `to`):
+/// one recorded after the window before it opened (the last one opened after it, or within the
+/// margin) and received later than [`WAKE_MARGIN`] before `to`.
+async fn woken(
+    store: &Store,
+    source: &SourceName,
+    seq: i64,
+    to: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let before_last = match seq {
+        1 => None,
+        seq => store
+            .event_by_key(source.as_str(), &Window::external_id(seq - 1))
+            .await?
+            .map(|e| e.id),
+    };
+    Ok(store
+        .newest_delivery(source, EventId::new(before_last.unwrap_or(0)))
+        .await?
+        .is_some_and(|received| received + WAKE_MARGIN > to))
 }
 
 /// `settle_feed_lag_seconds{source}`: how far behind now the feed has read.
@@ -330,4 +506,23 @@ fn lag(source: &SourceName, now: DateTime<Utc>, read_to: DateTime<Utc>) {
     let behind = (now - read_to).to_std().unwrap_or_default();
     metrics::gauge!("settle_feed_lag_seconds", "source" => source.to_string())
         .set(behind.as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_accounts_windows_spend_at_most_half_the_sources_budget() {
+        let budget = providers::Budget::new("a-source", 100, 25);
+        let every = Duration::from_secs(60);
+        assert_eq!(account_every(every, 10, Some(&budget)), every);
+        // 50 requests a second for the accounts: 3,000 a minute.
+        assert_eq!(account_every(every, 3_000, Some(&budget)), every);
+        assert_eq!(
+            account_every(every, 30_000, Some(&budget)),
+            Duration::from_secs(600)
+        );
+        assert_eq!(account_every(every, 30_000, None), every);
+    }
 }

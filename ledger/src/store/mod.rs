@@ -438,21 +438,34 @@ impl Store {
         on_backend!(self, store => store.external_id(event_id).await)
     }
 
-    /// The newest window of `source`'s feed (its `seq`), if it has opened one (see
+    /// The newest window of `source`'s own feed (its `seq`), if it has opened one (see
     /// [`crate::feed`]).
     pub async fn feed_cursor(&self, source: &SourceName) -> Result<Option<i64>, StoreError> {
-        on_backend!(self, store => store.feed_cursor(source.as_str()).await)
+        self.feed_cursor_of(source, None).await
     }
 
-    /// Moves `source`'s feed cursor from `from` (`None`: it has none yet) to `to`, if it is
-    /// still at `from`: whether it moved.
+    /// The newest window of the feed of `source`'s `account` at its provider (`None`: the
+    /// source's own feed).
+    pub async fn feed_cursor_of(
+        &self,
+        source: &SourceName,
+        account: Option<&str>,
+    ) -> Result<Option<i64>, StoreError> {
+        let account = account.unwrap_or_default();
+        on_backend!(self, store => store.feed_cursor(source.as_str(), account).await)
+    }
+
+    /// Moves the cursor of `source`'s `account`'s feed (`None`: the source's own) from `from`
+    /// (`None`: it has none yet) to `to`, if it is still at `from`: whether it moved.
     pub async fn advance_feed_cursor(
         &self,
         source: &SourceName,
+        account: Option<&str>,
         from: Option<i64>,
         to: i64,
     ) -> Result<bool, StoreError> {
-        on_backend!(self, store => store.advance_feed_cursor(source.as_str(), from, to).await)
+        let account = account.unwrap_or_default();
+        on_backend!(self, store => store.advance_feed_cursor(source.as_str(), account, from, to).await)
     }
 
     /// `source`'s first feed window (`feed:1`) and where it stands: where a backfill of the

@@ -212,6 +212,20 @@ impl StripeApi {
         .await
     }
 
+    /// The ids of the platform's connected accounts (`GET /v1/accounts`, every page).
+    pub async fn connected_accounts(&self) -> Result<Vec<String>, ProviderError> {
+        #[derive(Deserialize)]
+        struct Account {
+            id: String,
+        }
+        let accounts: Vec<Account> = self
+            .list("accounts", "/v1/accounts", &[], None, |a: &Account| {
+                a.id.clone()
+            })
+            .await?;
+        Ok(accounts.into_iter().map(|a| a.id).collect())
+    }
+
     /// One page of the balance transactions created in `[from, to)` (`GET
     /// /v1/balance_transactions?created[gte]=&created[lt]=`, 100 a page, newest first), after
     /// `after`: the page and whether more follow. A page Stripe turns away for the moment (429,

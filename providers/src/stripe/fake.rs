@@ -31,6 +31,7 @@ pub fn fixture(name: &str) -> Value {
         "list" => include_str!("../../../fixtures/stripe/list.json"),
         "balance" => include_str!("../../../fixtures/stripe/balance.json"),
         "error" => include_str!("../../../fixtures/stripe/error.json"),
+        "account" => include_str!("../../../fixtures/stripe/account.json"),
         other => panic!("no Stripe fixture {other:?}"),
     };
     let mut value: Value = serde_json::from_str(text).expect("fixtures are JSON");
@@ -51,6 +52,8 @@ pub enum Fault {
     Stall(Duration),
     /// 401, as for a revoked key.
     Unauthorized,
+    /// The usual answer (so a later request of the queue is the one that fails).
+    Pass,
 }
 
 /// A request the fake received.
@@ -73,6 +76,8 @@ struct Objects {
     /// Every balance transaction by (account, created, id): Stripe's listing order, newest
     /// first, is this one backwards.
     by_created: BTreeSet<(Option<String>, i64, String)>,
+    /// The platform's connected accounts (`GET /v1/accounts`), in the order added.
+    accounts: Vec<String>,
 }
 
 /// Stripe's published rate limits (docs.stripe.com/rate-limits), as the fake enforces them when
@@ -150,6 +155,7 @@ impl FakeStripe {
             .route("/v1/balance_transactions/{id}", get(transaction))
             .route("/v1/refunds", get(list_refunds))
             .route("/v1/balance", get(balance))
+            .route("/v1/accounts", get(list_accounts))
             .with_state(fake.clone());
         let stop = CancellationToken::new();
         let stopped = stop.clone();
@@ -183,6 +189,15 @@ impl FakeStripe {
             .by_created
             .insert((account.clone(), created, id.clone()));
         objects.transactions.insert((account, id), transaction);
+    }
+
+    /// Makes `account` one of the platform's connected accounts (`GET /v1/accounts` lists it);
+    /// its balance transactions are those added for it.
+    pub fn add_account(&self, account: &str) {
+        let mut objects = self.objects();
+        if !objects.accounts.iter().any(|a| a == account) {
+            objects.accounts.push(account.to_owned());
+        }
     }
 
     /// Stripe no longer knows the balance transaction `id`: it is neither listed nor answered.
@@ -394,7 +409,7 @@ async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Opt
         }
         Some(Fault::Stall(pause)) => tokio::time::sleep(pause).await,
         Some(Fault::Unauthorized) => return Some(unauthorized()),
-        None => {}
+        Some(Fault::Pass) | None => {}
     }
     let authorised = header_text("authorization")
         .and_then(|value| value.strip_prefix("Bearer ").map(str::to_owned))
@@ -706,6 +721,38 @@ fn computed_balance(fake: &Fake, account: &Option<String>) -> Value {
     balance["pending"] = funds(pending);
     balance["connect_reserved"] = json!([]);
     balance
+}
+
+/// The platform's connected accounts, newest first (the last added first), as Stripe lists
+/// them. A connected account has none.
+async fn list_accounts(
+    State(fake): State<Arc<Fake>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let query = query.unwrap_or_default();
+    if let Some(refused) = admit(&fake, &headers, "/v1/accounts", &query).await {
+        return refused;
+    }
+    let pairs = pairs(&query);
+    let ids = match account(&headers) {
+        Some(_) => Vec::new(),
+        None => fake
+            .objects
+            .lock()
+            .map(|o| o.accounts.clone())
+            .unwrap_or_default(),
+    };
+    let items = ids
+        .iter()
+        .rev()
+        .map(|id| {
+            let mut account = fixture("account");
+            account["id"] = json!(id);
+            account
+        })
+        .collect();
+    page("/v1/accounts", items, &pairs)
 }
 
 async fn list_refunds(

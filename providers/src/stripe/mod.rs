@@ -68,6 +68,7 @@ impl Provider for Stripe {
         Ok(Some(Arc::new(resolve::Resolver {
             api: Arc::new(api),
             feed: config::feed(section)?,
+            connect: rules.connect,
         })))
     }
 

@@ -15,10 +15,13 @@ use ledger::{Amount, Currency, PayoutId, PostError, ProviderError, SourceName};
 use serde_json::Value;
 
 use super::api::StripeApi;
+use super::config::Connect;
 use super::balance_transaction::{self, BalanceTransaction};
 use super::trigger::StripeTrigger;
 use crate::budget::{Budget, Priority};
 use crate::seam::{Chunks, FeedSettings, Listed, ProviderLedger, Resolution, Resolve};
+use futures::TryStreamExt;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// One Stripe source's resolving half: its API client, and its feed when it reads one.
@@ -26,6 +29,8 @@ use tokio::task::JoinHandle;
 pub(crate) struct Resolver {
     pub(crate) api: Arc<StripeApi>,
     pub(crate) feed: Option<FeedSettings>,
+    /// Whether connected accounts are posted: then each has a feed of its own.
+    pub(crate) connect: Connect,
 }
 
 impl Resolve for Resolver {
@@ -66,6 +71,15 @@ impl Resolve for Resolver {
 
     fn feed(&self) -> Option<FeedSettings> {
         self.feed
+    }
+
+    fn feed_accounts(&self) -> BoxFuture<'_, Result<Vec<String>, PostError>> {
+        Box::pin(async move {
+            if self.feed.is_none() || self.connect != Connect::Post {
+                return Ok(Vec::new());
+            }
+            Ok(self.api.connected_accounts().await?)
+        })
     }
 
     fn ledger(&self) -> Option<&dyn ProviderLedger> {
@@ -110,6 +124,8 @@ impl ProviderLedger for Resolver {
                 }
             })
             .await?;
+            // Newest first, as Stripe lists them (the parts arrive in any order).
+            listed.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| b.id.cmp(&a.id)));
             match failed {
                 Some(error) => Err(error.into()),
                 None => Ok(listed),
@@ -128,102 +144,198 @@ fn amount_of(currency: &str, minor: i64) -> Result<(Currency, Amount), ProviderE
     Ok((currency, amount))
 }
 
-/// Calls `each` with every balance transaction Stripe lists as created in `[from, to)`, page
-/// after page.
+/// Calls `each` with every balance transaction Stripe lists as created in `[from, to)`, as a
+/// window's are listed ([`list_window`]: not in Stripe's order).
 async fn each_listed(
-    api: &StripeApi,
+    api: &Arc<StripeApi>,
     from: i64,
     to: i64,
     mut each: impl FnMut(&BalanceTransaction),
 ) -> Result<(), ProviderError> {
-    let mut after: Option<String> = None;
-    loop {
-        let (page, more) = api
-            .window_page(None, (from, to), after.as_deref(), Priority::Now)
-            .await?;
-        page.iter().for_each(&mut each);
-        match (more, page.last()) {
-            (true, Some(last)) => after = Some(last.id.clone()),
-            (true, None) => {
-                return Err(ProviderError::Response(
-                    "an empty listing page says it has more".into(),
-                ));
-            }
-            (false, _) => return Ok(()),
+    let (pages, mut received) = mpsc::channel(PAGES_AHEAD);
+    let listing = list_window(api.clone(), None, (from, to), Priority::Now, pages);
+    let taking = async {
+        while let Some(page) = received.recv().await {
+            page.iter().for_each(&mut each);
         }
-    }
+    };
+    let (listed, ()) = tokio::join!(listing, taking);
+    listed
 }
 
-/// A page of a window's listing being fetched.
-type PageFetch = JoinHandle<Result<(Vec<BalanceTransaction>, bool), ProviderError>>;
+/// At most this many listings of one window's parts run at once.
+const LISTINGS_MAX: usize = 8;
+/// At most this many parts the rest of a window is cut into after its first page.
+const PARTS_MAX: i64 = 32;
+/// At most this many pages of a window listed and not yet posted (what a window holds in
+/// memory beyond the page being posted).
+const PAGES_AHEAD: usize = 16;
 
-/// A feed window's balance transactions, a listing page at a time: while one page is posted,
-/// the next is already being fetched.
+/// A listed page, on its way to be posted.
+type Page = Vec<BalanceTransaction>;
+
+/// A feed window's balance transactions, a listing page at a time. The first page is listed as
+/// one; if more follow, the rest is cut by `created` into parts ([`rest_of_window`]) listed
+/// side by side (at most [`LISTINGS_MAX`] at once, each page after page), so a long window (a
+/// catch-up after an outage, a backfill's day) is read at the budget's pace rather than one
+/// request's round trip at a time, while its pages are posted as they come. The window posts
+/// (its last chunk, not partial) only once every part has been listed to its end; a listing
+/// that fails fails the chunk, and the window is listed again from its start.
 struct WindowChunks {
-    api: Arc<StripeApi>,
+    source: SourceName,
     accounts: Accounts,
-    window: Window,
-    next: Option<PageFetch>,
+    /// The connected account whose window this is (`None`: the platform's).
+    account: Option<String>,
+    pages: mpsc::Receiver<Page>,
+    listing: JoinHandle<Result<(), ProviderError>>,
 }
 
 impl WindowChunks {
     fn new(api: Arc<StripeApi>, accounts: Accounts, window: Window) -> Self {
-        let mut chunks = Self {
-            api,
-            accounts,
-            window,
-            next: None,
-        };
-        chunks.next = Some(chunks.fetch(None));
-        chunks
-    }
-
-    fn fetch(&self, after: Option<String>) -> PageFetch {
-        let api = self.api.clone();
-        let span = (self.window.from.timestamp(), self.window.to.timestamp());
         // A backfill's window reads history: the feed's own windows and webhooks go first.
-        let priority = match self.window.seq {
+        let priority = match window.seq {
             0 => Priority::History,
             _ => Priority::Now,
         };
-        tokio::spawn(async move {
-            api.window_page(None, span, after.as_deref(), priority)
-                .await
-        })
+        let (pages, received) = mpsc::channel(PAGES_AHEAD);
+        let source = api.source().clone();
+        let span = (window.from.timestamp(), window.to.timestamp());
+        let account = window.account;
+        let accounts = match &account {
+            Some(account) => accounts.for_connected_account(account),
+            None => accounts,
+        };
+        let listing = tokio::spawn(list_window(api, account.clone(), span, priority, pages));
+        Self {
+            source,
+            accounts,
+            account,
+            pages: received,
+            listing,
+        }
+    }
+
+    /// How the listing ended, once every page it sent has been taken.
+    async fn listed(&mut self) -> Result<(), PostError> {
+        match (&mut self.listing).await {
+            Ok(listed) => listed.map_err(PostError::from),
+            Err(error) => Err(ProviderError::Response(format!("a window's listing: {error}")).into()),
+        }
     }
 }
 
 impl Drop for WindowChunks {
     fn drop(&mut self) {
-        if let Some(fetch) = self.next.take() {
-            fetch.abort();
-        }
+        self.listing.abort();
     }
 }
 
 impl Chunks for WindowChunks {
     fn next_chunk(&mut self) -> BoxFuture<'_, Result<Resolved, PostError>> {
         Box::pin(async move {
-            let fetch = match self.next.take() {
-                Some(fetch) => fetch,
-                None => self.fetch(None),
+            let Some(page) = self.pages.recv().await else {
+                // Every page has been posted: the window posts once its listing has ended well.
+                self.listed().await?;
+                return Ok(Resolved {
+                    entries: Vec::new(),
+                    payout: None,
+                    partial: false,
+                });
             };
-            let (page, more) = fetch
-                .await
-                .map_err(|e| ProviderError::Response(format!("a listing page: {e}")))??;
-            if more {
-                let last = page.last().map(|t| t.id.clone()).ok_or_else(|| {
-                    ProviderError::Response("an empty listing page says it has more".into())
-                })?;
-                self.next = Some(self.fetch(Some(last)));
+            let mut resolved =
+                draft_listed(&self.source, &self.accounts, self.account.as_deref(), &page)?;
+            // The last page of an ended listing posts the window with it.
+            let last = self.listing.is_finished() && self.pages.is_empty();
+            if last {
+                self.listed().await?;
             }
-            let mut resolved = draft_listed(self.api.source(), &self.accounts, &page)?;
-            resolved.partial = more;
-            metrics::counter!("settle_feed_transactions_listed_total", "source" => self.api.source().to_string())
+            resolved.partial = !last;
+            metrics::counter!("settle_feed_transactions_listed_total", "source" => self.source.to_string())
                 .increment(page.len() as u64);
             Ok(resolved)
         })
     }
+}
+
+/// Lists the balance transactions created in `span` into `pages`: its first page, then the
+/// rest ([`rest_of_window`]) part by part, side by side. Ends early (well) when the receiver
+/// is gone; the first failing part's error ends it.
+async fn list_window(
+    api: Arc<StripeApi>,
+    account: Option<String>,
+    span: (i64, i64),
+    priority: Priority,
+    pages: mpsc::Sender<Page>,
+) -> Result<(), ProviderError> {
+    let account = account.as_deref();
+    let (first, more) = api.window_page(account, span, None, priority).await?;
+    let oldest = first.last().map(|t| (t.id.clone(), t.created));
+    if pages.send(first).await.is_err() || !more {
+        return Ok(());
+    }
+    let (after, at) = oldest.ok_or_else(|| {
+        ProviderError::Response("an empty listing page says it has more".into())
+    })?;
+    let parts = rest_of_window(span, at, after);
+    futures::stream::iter(parts.into_iter().map(Ok))
+        .try_for_each_concurrent(LISTINGS_MAX, |part| {
+            list_part(&api, account, part, priority, pages.clone())
+        })
+        .await
+}
+
+/// One part of a window's rest: the transactions created in `span`, after `after`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Part {
+    span: (i64, i64),
+    after: Option<String>,
+}
+
+/// Lists `part` page after page into `pages`.
+async fn list_part(
+    api: &StripeApi,
+    account: Option<&str>,
+    part: Part,
+    priority: Priority,
+    pages: mpsc::Sender<Page>,
+) -> Result<(), ProviderError> {
+    let mut after = part.after;
+    loop {
+        let (page, more) = api
+            .window_page(account, part.span, after.as_deref(), priority)
+            .await?;
+        let next = page.last().map(|t| t.id.clone());
+        if pages.send(page).await.is_err() || !more {
+            return Ok(());
+        }
+        after = Some(next.ok_or_else(|| {
+            ProviderError::Response("an empty listing page says it has more".into())
+        })?);
+    }
+}
+
+/// What remains of the window `(from, to)` once its first page ended with `after`, created at
+/// `at` (Stripe lists newest first): the rest of second `at` after it, then `[from, at)` cut
+/// into parts of whole seconds, as many as the first page's density says pages remain (each
+/// part about a page's worth, at most [`PARTS_MAX`]).
+fn rest_of_window((from, to): (i64, i64), at: i64, after: String) -> Vec<Part> {
+    let mut parts = vec![Part {
+        span: (at, at + 1),
+        after: Some(after),
+    }];
+    let rest = at - from;
+    if rest <= 0 {
+        return parts;
+    }
+    // The first page held a page's worth over `[at, to)`.
+    let first = (to - at).max(1);
+    let pages = (rest + first - 1) / first;
+    let count = pages.clamp(1, PARTS_MAX).min(rest);
+    parts.extend((0..count).map(|i| Part {
+        span: (from + rest * i / count, from + rest * (i + 1) / count),
+        after: None,
+    }));
+    parts
 }
 
 /// Every balance transaction the trigger names, each once, in the order named: those named by
@@ -318,14 +430,15 @@ fn embedded_id(embedded: &Value) -> Result<String, ProviderError> {
 fn draft_listed(
     source: &SourceName,
     accounts: &Accounts,
+    account: Option<&str>,
     transactions: &[BalanceTransaction],
 ) -> Result<Resolved, ProviderError> {
     let mut entries = Vec::with_capacity(transactions.len());
     for transaction in transactions {
-        let movement = balance_transaction::movement(source, None, transaction)
+        let movement = balance_transaction::movement(source, account, transaction)
             .or_else(|error| {
                 tracing::warn!(%source, transaction = %transaction.id, %error, "a listed balance transaction does not add up; booked to suspense");
-                balance_transaction::suspense_movement(source, None, transaction, &error)
+                balance_transaction::suspense_movement(source, account, transaction, &error)
             })
             .map_err(|error| {
                 ProviderError::Facts(format!("balance transaction {}: {error}", transaction.id))
@@ -475,5 +588,134 @@ mod tests {
             resolved.entries[0].movement.source_key(),
             "stripe/acct_9/balance_transaction/txn_c"
         );
+    }
+
+    #[test]
+    fn the_rest_of_a_window_is_cut_by_the_first_pages_density() {
+        let after = || "txn_x".to_owned();
+        // The first page held [900, 1000): about nine more pages' worth in [0, 900).
+        let parts = rest_of_window((0, 1_000), 900, after());
+        assert_eq!(
+            parts[0],
+            Part {
+                span: (900, 901),
+                after: Some(after())
+            }
+        );
+        let spans: Vec<(i64, i64)> = parts[1..].iter().map(|p| p.span).collect();
+        assert_eq!(spans.len(), 9);
+        assert_eq!(spans.first().map(|s| s.0), Some(0));
+        assert_eq!(spans.last().map(|s| s.1), Some(900));
+        assert!(spans.windows(2).all(|w| w[0].1 == w[1].0));
+        // A dense first second: the rest cut into the most parts, each at least a second.
+        assert_eq!(rest_of_window((0, 1_000), 999, after()).len(), 1 + PARTS_MAX as usize);
+        assert_eq!(rest_of_window((0, 10), 9, after()).len(), 1 + 9);
+        // A page from the window's first second: only that second's rest.
+        assert_eq!(rest_of_window((50, 60), 50, after()).len(), 1);
+    }
+
+    /// Every chunk of `window` until the one that posts it: the ids of each, and whether it was
+    /// the window's last.
+    async fn list(api: Arc<StripeApi>, window: Window) -> Result<Vec<(Vec<String>, bool)>, PostError> {
+        let source = api.source().clone();
+        let mut chunks = WindowChunks::new(api, Accounts::defaults(&source), window);
+        let mut all = Vec::new();
+        loop {
+            let chunk = chunks.next_chunk().await?;
+            let ids = chunk
+                .entries
+                .iter()
+                .map(|e| e.movement.id().as_str().to_owned())
+                .collect();
+            all.push((ids, !chunk.partial));
+            if !chunk.partial {
+                return Ok(all);
+            }
+        }
+    }
+
+    async fn fake_with(created: impl Iterator<Item = i64>) -> (super::super::fake::FakeStripe, Arc<StripeApi>, usize) {
+        let fake = super::super::fake::FakeStripe::start("sk_test_listing").await.expect("fake");
+        let mut count = 0;
+        for (i, at) in created.enumerate() {
+            let mut listed = serde_json::to_value(transaction(&format!("txn_{i}"), "charge", 1_000, 30, &format!("ch_{i}")))
+                .expect("json");
+            listed["created"] = json!(at);
+            fake.add_transaction(None, listed);
+            count += 1;
+        }
+        let settings = super::super::config::ApiSettings {
+            api_base: fake.url(),
+            requests_per_sec: 1_000,
+            endpoint_requests_per_sec: 1_000,
+            connect_timeout_ms: 1_000,
+            request_timeout_ms: 5_000,
+        };
+        let api = StripeApi::new(
+            SourceName::parse("stripe").expect("name"),
+            crate::stripe::ApiKey::new("sk_test_listing"),
+            &settings,
+        )
+        .expect("api");
+        (fake, Arc::new(api), count)
+    }
+
+    fn window(from: i64, to: i64) -> Window {
+        Window {
+            seq: 3,
+            from: DateTime::from_timestamp(from, 0).expect("time"),
+            to: DateTime::from_timestamp(to, 0).expect("time"),
+            account: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_window_is_listed_in_parts_each_transaction_once_and_posted_last() {
+        // 2,500 transactions: most spread over an hour, a burst of 700 in one second, and some
+        // outside the window on either side.
+        let spread = (0..1_700).map(|i| 10_000 + i * 2);
+        let burst = std::iter::repeat_n(12_345, 700);
+        let outside = [9_999, 13_600, 13_601].into_iter();
+        let (fake, api, added) = fake_with(spread.chain(burst).chain(outside)).await;
+        assert_eq!(added, 2_403);
+        let chunks = list(api, window(10_000, 13_600)).await.expect("listed");
+        let ids: Vec<&String> = chunks.iter().flat_map(|(ids, _)| ids).collect();
+        let unique: HashSet<&String> = ids.iter().copied().collect();
+        assert_eq!(ids.len(), 2_400, "each transaction in the window listed once");
+        assert_eq!(unique.len(), 2_400);
+        for outside in ["txn_2400", "txn_2401", "txn_2402"] {
+            assert!(!unique.contains(&outside.to_owned()), "{outside} is outside the window");
+        }
+        // Only the last chunk posts the window.
+        assert!(chunks.iter().rev().skip(1).all(|(_, last)| !last));
+        assert!(chunks.last().is_some_and(|(_, last)| *last));
+        // Listed in parts: more requests than a single listing's 24 pages would take, and the
+        // parts' requests were in flight together.
+        let listings = fake
+            .seen()
+            .iter()
+            .filter(|s| s.path == "/v1/balance_transactions")
+            .count();
+        assert!(listings > 24, "{listings} listing requests");
+    }
+
+    #[tokio::test]
+    async fn a_part_that_fails_fails_the_window_and_never_posts_it() {
+        use super::super::fake::Fault;
+        let (fake, api, _) = fake_with((0..1_000).map(|i| 20_000 + i)).await;
+        fake.fail_next("/v1/balance_transactions", vec![Fault::Unauthorized]);
+        let first = list(api.clone(), window(20_000, 21_000)).await;
+        assert!(first.is_err(), "the window fails when its first page does");
+        // The first page answers; the next request (a part's) fails for good.
+        fake.fail_next(
+            "/v1/balance_transactions",
+            vec![Fault::Pass, Fault::Unauthorized],
+        );
+        let failed = list(api.clone(), window(20_000, 21_000)).await;
+        assert!(failed.is_err(), "a failed part fails the window");
+        // Listed again with nothing failing, the window posts, each transaction once.
+        let chunks = list(api, window(20_000, 21_000)).await.expect("listed");
+        let ids: HashSet<&String> = chunks.iter().flat_map(|(ids, _)| ids).collect();
+        assert_eq!(ids.len(), 1_000);
     }
 }

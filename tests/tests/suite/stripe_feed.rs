@@ -18,6 +18,7 @@ use tests::stripe::{Txn, charge, event};
 
 tests::on_both_backends!(
     a_manual_payout_accounts_fees_and_transfers_are_booked_with_no_webhook,
+    a_connected_accounts_money_with_no_webhook_is_booked_by_its_own_feed,
     a_webhook_wakes_the_feed_and_the_overlap_reads_what_stripe_listed_late,
     a_feed_that_stopped_catches_up_from_its_last_window,
     each_category_books_to_its_account_and_what_settle_cannot_place_to_suspense,
@@ -51,9 +52,20 @@ fn options(backend: Backend, fake: &Arc<FakeStripe>, every_secs: u64) -> AppOpti
 
 /// The start of the window a listing request asked for (`created[gte]`).
 fn listed_from(query: &str) -> Option<i64> {
+    created_bound(query, "gte")
+}
+
+/// The end of the window a listing request asked for (`created[lt]`).
+fn listed_to(query: &str) -> Option<i64> {
+    created_bound(query, "lt")
+}
+
+/// A listing request's `created[{bound}]`, plain or percent-encoded.
+fn created_bound(query: &str, bound: &str) -> Option<i64> {
     query.split('&').find_map(|pair| {
         let (name, value) = pair.split_once('=')?;
-        matches!(name, "created[gte]" | "created%5Bgte%5D")
+        let name = name.replace("%5B", "[").replace("%5D", "]");
+        (name == format!("created[{bound}]"))
             .then(|| value.parse().ok())
             .flatten()
     })
@@ -224,6 +236,127 @@ async fn a_manual_payout_accounts_fees_and_transfers_are_booked_with_no_webhook(
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }
 
+/// A platform that posts its connected accounts (`connect = "post"`): each account Stripe lists
+/// as connected (`GET /v1/accounts`) has a feed of its own, read with its `Stripe-Account`
+/// header, so its Stripe fee and its transfer (no webhook for either) are booked to accounts
+/// namespaced by it; a webhook of the account still books what it names, and the feed finds
+/// it booked: one entry. The platform's own feed is unchanged.
+async fn a_connected_accounts_money_with_no_webhook_is_booked_by_its_own_feed(backend: Backend) {
+    const ACCOUNT: &str = "acct_1ConnFeed";
+    let fake = fake().await;
+    let now = Utc::now().timestamp();
+    fake.add_account(ACCOUNT);
+    fake.add_transaction(
+        Some(ACCOUNT),
+        at(Txn::charge("txn_c_charge", "ch_c", 10_000, 320), now - 20),
+    );
+    fake.add_transaction(
+        Some(ACCOUNT),
+        movement("txn_c_fee", "fee", -1_500, None, now - 15),
+    );
+    fake.add_transaction(
+        Some(ACCOUNT),
+        movement("txn_c_transfer", "transfer", -2_000, Some("tr_c"), now - 10),
+    );
+    // An account Stripe does not list as the platform's is never read.
+    fake.add_transaction(
+        Some("acct_1NotOurs"),
+        movement("txn_x_fee", "fee", -100, None, now - 10),
+    );
+    fake.add_transaction(
+        None,
+        at(Txn::charge("txn_p_charge", "ch_p", 5_000, 175), now - 12),
+    );
+    let mut options = options(backend, &fake, 1);
+    options.extra = options.extra.replace(
+        "livemode = false",
+        "livemode = false\n            connect = \"post\"",
+    );
+    let app = spawn(options).await;
+
+    wait_entries(
+        &app,
+        &[
+            "txn_c_charge",
+            "txn_c_fee",
+            "txn_c_transfer",
+            "txn_p_charge",
+        ],
+    )
+    .await;
+    assert_eq!(
+        app.lines_of("txn_c_fee").await,
+        [
+            format!("{SOURCE}:balance:{ACCOUNT} USD -15"),
+            format!("fees:{SOURCE}:{ACCOUNT} USD 15")
+        ]
+    );
+    assert_eq!(
+        app.lines_of("txn_c_charge").await,
+        [
+            format!("{SOURCE}:balance:{ACCOUNT} USD 96.8"),
+            format!("fees:{SOURCE}:{ACCOUNT} USD 3.2"),
+            format!("sales:{ACCOUNT} USD -100")
+        ]
+    );
+    assert_eq!(
+        app.lines_of("txn_p_charge").await,
+        [
+            format!("{SOURCE}:balance USD 48.25"),
+            format!("fees:{SOURCE} USD 1.75"),
+            "sales USD -50".to_owned()
+        ]
+    );
+    assert!(
+        app.scalar(&format!(
+            "SELECT count(*) FROM settlement_events WHERE source = '{SOURCE}' \
+             AND external_id LIKE 'feed:{ACCOUNT}:%'"
+        ))
+        .await
+            >= 1,
+        "the account's windows are events of the source"
+    );
+    let listings: Vec<_> = fake
+        .seen()
+        .into_iter()
+        .filter(|seen| seen.path == "/v1/balance_transactions")
+        .collect();
+    assert!(
+        listings
+            .iter()
+            .any(|seen| seen.account.as_deref() == Some(ACCOUNT)),
+        "the account's list is read with its Stripe-Account header"
+    );
+    assert!(
+        listings
+            .iter()
+            .all(|seen| seen.account.as_deref() != Some("acct_1NotOurs"))
+    );
+
+    // The account's webhook for its charge: recorded, and its balance transaction found booked.
+    let mut connected: Value = serde_json::from_str(&event(
+        "evt_c_charge",
+        "charge.succeeded",
+        charge("ch_c", Some("txn_c_charge"), 10_000, "usd"),
+    ))
+    .expect("json");
+    connected["account"] = Value::from(ACCOUNT);
+    assert_eq!(deliver(&app, &connected.to_string()).await, 200);
+    app.wait_settled(30).await;
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id = 'txn_c_charge'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id = 'txn_x_fee'")
+            .await,
+        0
+    );
+    assert_eq!(fake.rate_limited(), 0, "the budget kept to Stripe's limits");
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
+
 /// A webhook records its event as always, and wakes the feed instead of fetching what it names;
 /// the next window starts the overlap before the last one's end, so a transaction Stripe dated
 /// inside the last window but listed only after it closed is still booked, once.
@@ -302,6 +435,16 @@ async fn a_feed_that_stopped_catches_up_from_its_last_window(backend: Backend) {
         movement("txn_d_refund", "refund", -3_000, Some("re_d"), end + 2),
     );
     fake.add_transaction(None, movement("txn_d_fee", "fee", -200, None, end + 2));
+    // And a backlog of many pages, most of it in the outage's first seconds: the window is
+    // listed in parts side by side.
+    let backlog: Vec<String> = (0..1_234).map(|i| format!("txn_d_many_{i}")).collect();
+    for (i, id) in backlog.iter().enumerate() {
+        let created = end + 1 + (i as i64 % 3);
+        fake.add_transaction(
+            None,
+            at(Txn::charge(id, &format!("ch_many_{i}"), 1_000, 59), created),
+        );
+    }
     // Before the last window began: not the feed's (a backfill's), and not read again.
     fake.add_transaction(
         None,
@@ -313,6 +456,24 @@ async fn a_feed_that_stopped_catches_up_from_its_last_window(backend: Backend) {
 
     wait_entries(&app, &["txn_d_charge", "txn_d_refund", "txn_d_fee"]).await;
     app.wait_settled(30).await;
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id LIKE 'txn_d_many_%'")
+            .await,
+        backlog.len() as i64,
+        "the backlog booked, each transaction once"
+    );
+    // Every window spans at least the overlap (30 s); a listing narrower is a part of one.
+    let parts = fake
+        .seen()
+        .iter()
+        .filter(|seen| seen.path == "/v1/balance_transactions")
+        .filter_map(|seen| Some(listed_to(&seen.query)? - listed_from(&seen.query)?))
+        .filter(|span| *span < 30)
+        .count();
+    assert!(
+        parts > 1,
+        "the catch-up window was listed in parts ({parts})"
+    );
     assert_eq!(
         app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id = 'txn_d_old'")
             .await,

@@ -102,10 +102,15 @@ impl PgStore {
         )
     }
 
-    pub(super) async fn feed_cursor(&self, source: &str) -> Result<Option<i64>, StoreError> {
+    pub(super) async fn feed_cursor(
+        &self,
+        source: &str,
+        account: &str,
+    ) -> Result<Option<i64>, StoreError> {
         Ok(
-            sqlx::query_scalar("SELECT seq FROM feed_cursors WHERE source = $1")
+            sqlx::query_scalar("SELECT seq FROM feed_cursors WHERE source = $1 AND account = $2")
                 .bind(source)
+                .bind(account)
                 .fetch_optional(&self.pool)
                 .await?,
         )
@@ -114,25 +119,34 @@ impl PgStore {
     pub(super) async fn advance_feed_cursor(
         &self,
         source: &str,
+        account: &str,
         from: Option<i64>,
         to: i64,
     ) -> Result<bool, StoreError> {
         let moved = match from {
-            None => sqlx::query(
-                "INSERT INTO feed_cursors (source, seq) VALUES ($1, $2) ON CONFLICT (source) DO NOTHING",
-            )
-            .bind(source)
-            .bind(to)
-            .execute(&self.pool)
-            .await?,
-            Some(from) => sqlx::query(
-                "UPDATE feed_cursors SET seq = $3, updated_at = now() WHERE source = $1 AND seq = $2",
-            )
-            .bind(source)
-            .bind(from)
-            .bind(to)
-            .execute(&self.pool)
-            .await?,
+            None => {
+                sqlx::query(
+                    "INSERT INTO feed_cursors (source, account, seq) VALUES ($1, $2, $3)
+                 ON CONFLICT (source, account) DO NOTHING",
+                )
+                .bind(source)
+                .bind(account)
+                .bind(to)
+                .execute(&self.pool)
+                .await?
+            }
+            Some(from) => {
+                sqlx::query(
+                    "UPDATE feed_cursors SET seq = $4, updated_at = now()
+                 WHERE source = $1 AND account = $2 AND seq = $3",
+                )
+                .bind(source)
+                .bind(account)
+                .bind(from)
+                .bind(to)
+                .execute(&self.pool)
+                .await?
+            }
         };
         Ok(moved.rows_affected() == 1)
     }
@@ -143,7 +157,8 @@ impl PgStore {
         since: NaiveDate,
     ) -> Result<Option<NaiveDate>, StoreError> {
         let since: Option<Option<NaiveDate>> = sqlx::query_scalar(
-            "UPDATE feed_cursors SET opening_since = coalesce(opening_since, $2) WHERE source = $1
+            "UPDATE feed_cursors SET opening_since = coalesce(opening_since, $2)
+             WHERE source = $1 AND account = ''
              RETURNING opening_since",
         )
         .bind(source)
@@ -157,11 +172,12 @@ impl PgStore {
         &self,
         source: &str,
     ) -> Result<Option<NaiveDate>, StoreError> {
-        let since: Option<Option<NaiveDate>> =
-            sqlx::query_scalar("SELECT opening_since FROM feed_cursors WHERE source = $1")
-                .bind(source)
-                .fetch_optional(&self.pool)
-                .await?;
+        let since: Option<Option<NaiveDate>> = sqlx::query_scalar(
+            "SELECT opening_since FROM feed_cursors WHERE source = $1 AND account = ''",
+        )
+        .bind(source)
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(since.flatten())
     }
 

@@ -199,10 +199,15 @@ impl SqliteStore {
         )
     }
 
-    pub(super) async fn feed_cursor(&self, source: &str) -> Result<Option<i64>, StoreError> {
+    pub(super) async fn feed_cursor(
+        &self,
+        source: &str,
+        account: &str,
+    ) -> Result<Option<i64>, StoreError> {
         Ok(
-            sqlx::query_scalar("SELECT seq FROM feed_cursors WHERE source = ?1")
+            sqlx::query_scalar("SELECT seq FROM feed_cursors WHERE source = ?1 AND account = ?2")
                 .bind(source)
+                .bind(account)
                 .fetch_optional(&self.pool)
                 .await?,
         )
@@ -211,23 +216,28 @@ impl SqliteStore {
     pub(super) async fn advance_feed_cursor(
         &self,
         source: &str,
+        account: &str,
         from: Option<i64>,
         to: i64,
     ) -> Result<bool, StoreError> {
         let mut tx = self.write().await?;
         let moved = match from {
             None => sqlx::query(
-                "INSERT INTO feed_cursors (source, seq, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (source) DO NOTHING",
+                "INSERT INTO feed_cursors (source, account, seq, updated_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (source, account) DO NOTHING",
             )
             .bind(source)
+            .bind(account)
             .bind(to)
             .bind(now())
             .execute(&mut *tx)
             .await?,
             Some(from) => sqlx::query(
-                "UPDATE feed_cursors SET seq = ?3, updated_at = ?4 WHERE source = ?1 AND seq = ?2",
+                "UPDATE feed_cursors SET seq = ?4, updated_at = ?5
+                 WHERE source = ?1 AND account = ?2 AND seq = ?3",
             )
             .bind(source)
+            .bind(account)
             .bind(from)
             .bind(to)
             .bind(now())
@@ -245,7 +255,8 @@ impl SqliteStore {
     ) -> Result<Option<NaiveDate>, StoreError> {
         let mut tx = self.write().await?;
         let since: Option<Option<NaiveDate>> = sqlx::query_scalar(
-            "UPDATE feed_cursors SET opening_since = coalesce(opening_since, ?2) WHERE source = ?1
+            "UPDATE feed_cursors SET opening_since = coalesce(opening_since, ?2)
+             WHERE source = ?1 AND account = ''
              RETURNING opening_since",
         )
         .bind(source)
@@ -260,11 +271,12 @@ impl SqliteStore {
         &self,
         source: &str,
     ) -> Result<Option<NaiveDate>, StoreError> {
-        let since: Option<Option<NaiveDate>> =
-            sqlx::query_scalar("SELECT opening_since FROM feed_cursors WHERE source = ?1")
-                .bind(source)
-                .fetch_optional(&self.pool)
-                .await?;
+        let since: Option<Option<NaiveDate>> = sqlx::query_scalar(
+            "SELECT opening_since FROM feed_cursors WHERE source = ?1 AND account = ''",
+        )
+        .bind(source)
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(since.flatten())
     }
 
