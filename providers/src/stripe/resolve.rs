@@ -167,6 +167,9 @@ async fn each_listed(
 const LISTINGS_MAX: usize = 8;
 /// At most this many parts the rest of a window is cut into after its first page.
 const PARTS_MAX: i64 = 32;
+/// About this many pages a part holds (each part's last page is short: the fewer parts, the
+/// fewer requests beyond the listing's own).
+const PAGES_PER_PART: i64 = 8;
 /// At most this many pages of a window listed and not yet posted (what a window holds in
 /// memory beyond the page being posted).
 const PAGES_AHEAD: usize = 16;
@@ -316,8 +319,8 @@ async fn list_part(
 
 /// What remains of the window `(from, to)` once its first page ended with `after`, created at
 /// `at` (Stripe lists newest first): the rest of second `at` after it, then `[from, at)` cut
-/// into parts of whole seconds, as many as the first page's density says pages remain (each
-/// part about a page's worth, at most [`PARTS_MAX`]).
+/// into parts of whole seconds, about [`PAGES_PER_PART`] pages each by the first page's density
+/// (at most [`PARTS_MAX`]).
 fn rest_of_window((from, to): (i64, i64), at: i64, after: String) -> Vec<Part> {
     let mut parts = vec![Part {
         span: (at, at + 1),
@@ -330,7 +333,9 @@ fn rest_of_window((from, to): (i64, i64), at: i64, after: String) -> Vec<Part> {
     // The first page held a page's worth over `[at, to)`.
     let first = (to - at).max(1);
     let pages = (rest + first - 1) / first;
-    let count = pages.clamp(1, PARTS_MAX).min(rest);
+    let count = ((pages + PAGES_PER_PART - 1) / PAGES_PER_PART)
+        .clamp(1, PARTS_MAX)
+        .min(rest);
     parts.extend((0..count).map(|i| Part {
         span: (from + rest * i / count, from + rest * (i + 1) / count),
         after: None,
@@ -593,23 +598,26 @@ mod tests {
     #[test]
     fn the_rest_of_a_window_is_cut_by_the_first_pages_density() {
         let after = || "txn_x".to_owned();
-        // The first page held [900, 1000): about nine more pages' worth in [0, 900).
-        let parts = rest_of_window((0, 1_000), 900, after());
+        // The first page held [9_900, 10_000): about 99 more pages' worth in [0, 9_900), in
+        // parts of about eight pages.
+        let parts = rest_of_window((0, 10_000), 9_900, after());
         assert_eq!(
             parts[0],
             Part {
-                span: (900, 901),
+                span: (9_900, 9_901),
                 after: Some(after())
             }
         );
         let spans: Vec<(i64, i64)> = parts[1..].iter().map(|p| p.span).collect();
-        assert_eq!(spans.len(), 9);
+        assert_eq!(spans.len(), 13);
         assert_eq!(spans.first().map(|s| s.0), Some(0));
-        assert_eq!(spans.last().map(|s| s.1), Some(900));
+        assert_eq!(spans.last().map(|s| s.1), Some(9_900));
         assert!(spans.windows(2).all(|w| w[0].1 == w[1].0));
         // A dense first second: the rest cut into the most parts, each at least a second.
         assert_eq!(rest_of_window((0, 1_000), 999, after()).len(), 1 + PARTS_MAX as usize);
-        assert_eq!(rest_of_window((0, 10), 9, after()).len(), 1 + 9);
+        assert_eq!(rest_of_window((0, 10), 9, after()).len(), 1 + 2);
+        // A window of a few pages: one part.
+        assert_eq!(rest_of_window((0, 1_000), 700, after()).len(), 1 + 1);
         // A page from the window's first second: only that second's rest.
         assert_eq!(rest_of_window((50, 60), 50, after()).len(), 1);
     }
@@ -671,32 +679,42 @@ mod tests {
 
     #[tokio::test]
     async fn a_long_window_is_listed_in_parts_each_transaction_once_and_posted_last() {
-        // 2,500 transactions: most spread over an hour, a burst of 700 in one second, and some
-        // outside the window on either side.
-        let spread = (0..1_700).map(|i| 10_000 + i * 2);
+        // 4,100 transactions in the window: one a second over most of an hour, a burst of 700
+        // in one second; and three outside it, on either side.
+        let spread = (0..3_400).map(|i| 10_000 + i);
         let burst = std::iter::repeat_n(12_345, 700);
         let outside = [9_999, 13_600, 13_601].into_iter();
         let (fake, api, added) = fake_with(spread.chain(burst).chain(outside)).await;
-        assert_eq!(added, 2_403);
+        assert_eq!(added, 4_103);
         let chunks = list(api, window(10_000, 13_600)).await.expect("listed");
         let ids: Vec<&String> = chunks.iter().flat_map(|(ids, _)| ids).collect();
         let unique: HashSet<&String> = ids.iter().copied().collect();
-        assert_eq!(ids.len(), 2_400, "each transaction in the window listed once");
-        assert_eq!(unique.len(), 2_400);
-        for outside in ["txn_2400", "txn_2401", "txn_2402"] {
+        assert_eq!(ids.len(), 4_100, "each transaction in the window listed once");
+        assert_eq!(unique.len(), 4_100);
+        for outside in ["txn_4100", "txn_4101", "txn_4102"] {
             assert!(!unique.contains(&outside.to_owned()), "{outside} is outside the window");
         }
         // Only the last chunk posts the window.
         assert!(chunks.iter().rev().skip(1).all(|(_, last)| !last));
         assert!(chunks.last().is_some_and(|(_, last)| *last));
-        // Listed in parts: more requests than a single listing's 24 pages would take, and the
-        // parts' requests were in flight together.
-        let listings = fake
+        // Listed in parts: the window's own listing, the rest of its first page's second, and
+        // at least two parts of the rest, each its own span.
+        let spans: HashSet<(String, String)> = fake
             .seen()
             .iter()
             .filter(|s| s.path == "/v1/balance_transactions")
-            .count();
-        assert!(listings > 24, "{listings} listing requests");
+            .map(|s| {
+                let query = s.query.replace("%5B", "[").replace("%5D", "]");
+                let bound = |name: &str| {
+                    query
+                        .split('&')
+                        .find_map(|pair| pair.strip_prefix(name).map(str::to_owned))
+                        .unwrap_or_default()
+                };
+                (bound("created[gte]="), bound("created[lt]="))
+            })
+            .collect();
+        assert!(spans.len() >= 4, "listed over {spans:?}");
     }
 
     #[tokio::test]
