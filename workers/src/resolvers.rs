@@ -53,9 +53,13 @@ impl Resolvers {
     }
 }
 
-/// Posts `chunks` for `job`'s attempt, each chunk in its own transaction, until the last (which
-/// marks the event posted). A run that stops half way is run again and finds what it posted
-/// already posted, with the same facts.
+/// At most this many chunks of one job posting at once, each in its own transaction.
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+/// Posts `chunks` for `job`'s attempt, each chunk in its own transaction: up to
+/// [`CHUNKS_IN_FLIGHT`] side by side while the next is read (they share the event's lock), and
+/// the last (which marks the event posted) only once every other has posted. A run that stops
+/// half way is run again and finds what it posted already posted, with the same facts.
 pub(crate) async fn post_chunks(
     store: &Store,
     mut chunks: Box<dyn Chunks>,
@@ -63,33 +67,89 @@ pub(crate) async fn post_chunks(
     attempt: u32,
     lock_timeout_ms: u64,
 ) -> Result<Posted, PostError> {
-    let (mut written, mut existing) = (0, 0);
+    let mut tally = Tally::default();
+    let mut posting = tokio::task::JoinSet::new();
     loop {
+        while let Some(done) = posting.try_join_next() {
+            if let Some(settled) = tally.add(done)? {
+                return Ok(settled);
+            }
+        }
+        while posting.len() >= CHUNKS_IN_FLIGHT {
+            let Some(done) = posting.join_next().await else {
+                break;
+            };
+            if let Some(settled) = tally.add(done)? {
+                return Ok(settled);
+            }
+        }
         let resolved = chunks.next_chunk().await?;
-        let last = !resolved.partial;
+        if resolved.partial {
+            let (store, job) = (store.clone(), job.clone());
+            posting.spawn(async move {
+                let post = ResolvedPost {
+                    job: &job,
+                    attempt,
+                    resolved: &resolved,
+                };
+                store.post_resolved(&post, lock_timeout_ms).await
+            });
+            continue;
+        }
+        while let Some(done) = posting.join_next().await {
+            if let Some(settled) = tally.add(done)? {
+                return Ok(settled);
+            }
+        }
         let post = ResolvedPost {
             job,
             attempt,
             resolved: &resolved,
         };
-        match store.post_resolved(&post, lock_timeout_ms).await? {
+        return match store.post_resolved(&post, lock_timeout_ms).await? {
             Posted::Movements {
-                written: w,
-                existing: e,
+                written,
+                existing,
                 received_at,
+            } => Ok(Posted::Movements {
+                written: tally.written + written,
+                existing: tally.existing + existing,
+                received_at,
+            }),
+            // Posted or closed by another run meanwhile.
+            other => Ok(other),
+        };
+    }
+}
+
+/// What a job's chunks posted so far.
+#[derive(Default)]
+struct Tally {
+    written: u32,
+    existing: u32,
+}
+
+impl Tally {
+    /// Counts a chunk's posting: its error, or (`Some`) the answer when another run posted or
+    /// closed the event meanwhile (nothing more to do).
+    fn add(
+        &mut self,
+        done: Result<Result<Posted, PostError>, tokio::task::JoinError>,
+    ) -> Result<Option<Posted>, PostError> {
+        let posted = done.map_err(|_| {
+            PostError::from(ledger::StoreError::Interrupted(
+                "a chunk's posting was lost",
+            ))
+        })??;
+        match posted {
+            Posted::Movements {
+                written, existing, ..
             } => {
-                written += w;
-                existing += e;
-                if last {
-                    return Ok(Posted::Movements {
-                        written,
-                        existing,
-                        received_at,
-                    });
-                }
+                self.written += written;
+                self.existing += existing;
+                Ok(None)
             }
-            // Posted or closed by another run meanwhile: nothing more to do.
-            other => return Ok(other),
+            other => Ok(Some(other)),
         }
     }
 }

@@ -32,6 +32,10 @@ pub(super) trait PostingRows: FailureRows {
     /// Reads the events, locked against other writers, taking their locks in id order.
     async fn lock_events(tx: &mut Self::Tx, ids: &[i64]) -> Result<Vec<EventRow>, StoreError>;
 
+    /// Reads the events, locked against changes but shared with other readers that lock them
+    /// the same way (the chunks of one job posting side by side), in id order.
+    async fn share_events(tx: &mut Self::Tx, ids: &[i64]) -> Result<Vec<EventRow>, StoreError>;
+
     /// The entry under a source key: its id and request fingerprint.
     async fn entry_by_key(
         tx: &mut Self::Tx,
@@ -420,11 +424,13 @@ async fn post_resolved_together<B: PostingRows>(
 ) -> Result<Vec<Result<Posted, PostError>>, PostError> {
     let mut tx = backend.begin_posting(lock_timeout_ms).await?;
     let ids: Vec<i64> = posts.iter().map(|p| p.job.event_id.get()).collect();
-    let rows: HashMap<i64, EventRow> = B::lock_events(&mut tx, &ids)
-        .await?
-        .into_iter()
-        .map(|row| (row.id, row))
-        .collect();
+    // Chunks that are not their job's last change nothing of their events: they share the
+    // events' locks, so a job's chunks post side by side; the last takes its event's alone.
+    let rows = match posts.iter().all(|p| p.resolved.partial) {
+        true => B::share_events(&mut tx, &ids).await?,
+        false => B::lock_events(&mut tx, &ids).await?,
+    };
+    let rows: HashMap<i64, EventRow> = rows.into_iter().map(|row| (row.id, row)).collect();
     let mut existing = B::existing_entries(&mut tx, &lookup_keys(posts)).await?;
     alias_legacy(posts, &mut existing);
     let statuses: Vec<Option<(&str, &str, Option<&serde_json::Value>)>> = posts

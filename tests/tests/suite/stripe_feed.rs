@@ -456,6 +456,17 @@ async fn a_feed_that_stopped_catches_up_from_its_last_window(backend: Backend) {
 
     wait_entries(&app, &["txn_d_charge", "txn_d_refund", "txn_d_fee"]).await;
     app.wait_settled(30).await;
+    // The backlog's last second may be read by a later window than the ones above.
+    app.wait_for(
+        "the backlog",
+        60,
+        &format!(
+            "SELECT count(*) >= {} FROM journal_entries WHERE movement_id LIKE 'txn_d_many_%'",
+            backlog.len()
+        ),
+    )
+    .await;
+    app.wait_settled(30).await;
     assert_eq!(
         app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id LIKE 'txn_d_many_%'")
             .await,

@@ -227,6 +227,16 @@ impl PostingRows for PgStore {
         lock_events(tx, ids).await
     }
 
+    async fn share_events(tx: &mut Self::Tx, ids: &[i64]) -> Result<Vec<EventRow>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, source, status, job_id, facts, validation_error, received_at
+             FROM settlement_events WHERE id = ANY($1) ORDER BY id FOR SHARE",
+        )
+        .bind(ids)
+        .fetch_all(&mut **tx)
+        .await?)
+    }
+
     async fn entry_by_key(
         tx: &mut Self::Tx,
         key: &str,

@@ -36,6 +36,11 @@ impl PostingRows for SqliteStore {
         .await?)
     }
 
+    /// SQLite has one writer at a time: the write transaction is the lock.
+    async fn share_events(tx: &mut Self::Tx, ids: &[i64]) -> Result<Vec<EventRow>, StoreError> {
+        Self::lock_events(tx, ids).await
+    }
+
     async fn entry_by_key(
         tx: &mut Self::Tx,
         key: &str,
