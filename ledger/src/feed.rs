@@ -46,6 +46,11 @@ pub struct Window {
     pub to: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
+    /// A span inside `[from, to)` this window does not list ([`Window::after`]): the window
+    /// before listed it a moment ago, and the next one lists it again once the overlap has
+    /// passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip: Option<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
 impl Window {
@@ -71,6 +76,48 @@ impl Window {
             from,
             to,
             account: None,
+            skip: None,
+        }
+    }
+
+    /// A feed's first window: the `overlap` before `now`.
+    pub fn first(account: Option<&str>, now: DateTime<Utc>, overlap: TimeDelta) -> Self {
+        Self {
+            seq: 1,
+            from: now - overlap,
+            to: now,
+            account: account.map(str::to_owned),
+            skip: None,
+        }
+    }
+
+    /// The window after this one, opened at `now`: `[to - overlap, now)`, so a movement the
+    /// provider lists late (created before `to`, visible after it) is read again. What lies
+    /// between `now - overlap` and `to - fresh` was listed by this window moments ago; the next
+    /// window would list it again: it is skipped (at least `fresh` before `to` is read again
+    /// now, for what a provider lists a moment after its webhook). So every second is listed
+    /// once soon after it and once at least `overlap` after it, and a feed woken every second
+    /// lists each movement about twice, not once per second of the overlap.
+    pub fn after(&self, now: DateTime<Utc>, overlap: TimeDelta, fresh: TimeDelta) -> Self {
+        let from = self.to - overlap;
+        let (settled, unread) = (now - overlap, self.to - fresh.min(overlap));
+        Self {
+            seq: self.seq + 1,
+            from,
+            to: now,
+            account: self.account.clone(),
+            skip: (from < settled && settled < unread).then_some((settled, unread)),
+        }
+    }
+
+    /// The spans it lists: `[from, to)` less what it skips.
+    pub fn spans(&self) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+        match self.skip {
+            Some((start, end)) => [(self.from, start), (end, self.to)]
+                .into_iter()
+                .filter(|(a, b)| a < b)
+                .collect(),
+            None => vec![(self.from, self.to)],
         }
     }
 
@@ -226,6 +273,7 @@ mod tests {
             from,
             to,
             account: None,
+            skip: None,
         };
         let named = window.named();
         assert_eq!(named.object, "feed:000000000007");
@@ -261,5 +309,68 @@ mod tests {
         assert_eq!(bounds, [(0, 100), (100, 200), (200, 250)]);
         assert_eq!(windows[2].key(), "backfill:200-250");
         assert!(Window::backfill_windows(at(5), at(5), chrono::TimeDelta::seconds(1)).is_empty());
+    }
+
+    #[test]
+    fn a_feed_woken_often_lists_each_second_soon_and_once_more_after_the_overlap() {
+        let at = |s: i64| DateTime::from_timestamp(s, 0).expect("time");
+        let (overlap, fresh) = (TimeDelta::seconds(30), TimeDelta::seconds(2));
+        // Windows opened 1 to 7 s apart (a feed woken by webhooks), one after a quiet minute,
+        // one after an hour's outage.
+        let gaps = [
+            1, 1, 2, 7, 1, 3, 60, 1, 1, 3_600, 2, 1, 1, 5, 1, 1, 1, 1, 1, 1, 1, 1,
+        ];
+        let mut windows = vec![Window::first(None, at(100_000), overlap)];
+        for gap in gaps {
+            let last = windows.last().expect("a window");
+            windows.push(last.after(last.to + TimeDelta::seconds(gap), overlap, fresh));
+        }
+        // Opened at its `to`, each window lists its spans.
+        let listed_at = |second: i64| -> Vec<i64> {
+            windows
+                .iter()
+                .filter(|w| {
+                    w.spans()
+                        .iter()
+                        .any(|(a, b)| a.timestamp() <= second && second < b.timestamp())
+                })
+                .map(|w| w.to.timestamp())
+                .collect()
+        };
+        let last_to = windows.last().expect("a window").to.timestamp();
+        let mut listings = 0;
+        for second in 100_000..last_to - overlap.num_seconds() {
+            let times = listed_at(second);
+            // Listed by the first window opened after it ...
+            let next = windows
+                .iter()
+                .map(|w| w.to.timestamp())
+                .find(|to| *to > second)
+                .expect("a window after it");
+            assert_eq!(times.first(), Some(&next), "second {second}");
+            // ... and by one opened at least the overlap after it.
+            assert!(
+                times.iter().any(|t| *t >= second + overlap.num_seconds()),
+                "second {second}: listed at {times:?}"
+            );
+            listings += times.len();
+        }
+        // Each second about twice: not once per window of the overlap (30 here).
+        let seconds = (last_to - overlap.num_seconds() - 100_000) as usize;
+        assert!(
+            listings < seconds * 3,
+            "{listings} listings of {seconds} seconds"
+        );
+        // What a window skips was listed by the window before it and is listed by the next.
+        for pair in windows.windows(2) {
+            if let Some((start, end)) = pair[1].skip {
+                assert_eq!(pair[1].from, pair[0].to - overlap);
+                assert!(pair[0].from <= start && end <= pair[0].to);
+                assert!(end <= pair[0].to - fresh);
+            }
+        }
+        // A long window (a catch-up) skips nothing.
+        assert!(windows.iter().any(|w| w.skip.is_none() && w.seq > 1));
+        assert!(windows.iter().any(|w| w.skip.is_some()));
     }
 }

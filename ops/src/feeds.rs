@@ -41,12 +41,7 @@ pub async fn backfill(
         Some(_) => first_window(store, source).await?.from,
         None => {
             let overlap = TimeDelta::from_std(feed.overlap).unwrap_or(TimeDelta::zero());
-            let first = Window {
-                seq: 1,
-                from: now - overlap,
-                to: now,
-                account: None,
-            };
+            let first = Window::first(None, now, overlap);
             record_new(store, source, &first.key(), first.named(), lock_timeout_ms).await?;
             store.advance_feed_cursor(source, None, None, 1).await?;
             first_window(store, source).await?.from

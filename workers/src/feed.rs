@@ -59,6 +59,9 @@ pub(crate) async fn feed_loop(
     let feeds: Vec<(SourceName, FeedSettings)> = resolvers.feeds().collect();
     let mut openings: HashMap<SourceName, OpeningWatch> = HashMap::new();
     let mut accounts: HashMap<SourceName, AccountFeeds> = HashMap::new();
+    // A process that has just started does not know what happened while none looked (an
+    // outage, a deploy): each source's own feed is swept at once, then as it is due.
+    let mut starting: HashSet<SourceName> = feeds.iter().map(|(s, _)| s.clone()).collect();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -67,9 +70,18 @@ pub(crate) async fn feed_loop(
             _ = shutdown.cancelled() => return,
         }
         for (source, settings) in &feeds {
-            match look(&store, source, settings, Utc::now(), lock_timeout_ms).await {
-                Ok(Look::Opened(window)) => opened(source, &window),
-                Ok(_) => {}
+            let wake = starting.contains(source);
+            match look(&store, source, settings, Utc::now(), wake, lock_timeout_ms).await {
+                Ok(look) => {
+                    if let Look::Opened(window) = &look {
+                        opened(source, window);
+                    }
+                    // Until a window opens after the start (the last one may still be
+                    // running, or have ended this very second).
+                    if matches!(look, Look::Opened(_)) {
+                        starting.remove(source);
+                    }
+                }
                 Err(error) => warn!(%source, %error, "looking at the feed failed"),
             }
             if let Some(resolver) = resolvers.get(source) {
@@ -165,6 +177,7 @@ impl AccountFeeds {
                 Some(account.as_str()),
                 &settings,
                 Utc::now(),
+                false,
                 lock_timeout_ms,
             )
             .await;
@@ -375,15 +388,18 @@ pub(crate) async fn opening(
     })
 }
 
-/// Looks once at `source`'s own feed at `now`, and opens its next window if it is due.
+/// Looks once at `source`'s own feed at `now`, and opens its next window if it is due, or at
+/// once when `wake`.
 pub async fn look(
     store: &Store,
     source: &SourceName,
     settings: &FeedSettings,
     now: DateTime<Utc>,
+    wake: bool,
     lock_timeout_ms: u64,
 ) -> Result<Look, StoreError> {
-    let (look, read_to) = look_at(store, source, None, settings, now, lock_timeout_ms).await?;
+    let (look, read_to) =
+        look_at(store, source, None, settings, now, wake, lock_timeout_ms).await?;
     if let Some(read_to) = read_to {
         lag(source, now, read_to);
     }
@@ -391,14 +407,16 @@ pub async fn look(
 }
 
 /// Looks once at the feed of `source`'s `account` (`None`: the source's own) at `now`, and
-/// opens its next window if it is due: what it did, and how far the feed has read. Only the
-/// source's own feed is woken by deliveries.
+/// opens its next window if it is due, or at once when `wake` (once its last window has
+/// posted): what it did, and how far the feed has read. Only the source's own feed is woken by
+/// deliveries.
 pub async fn look_at(
     store: &Store,
     source: &SourceName,
     account: Option<&str>,
     settings: &FeedSettings,
     now: DateTime<Utc>,
+    wake: bool,
     lock_timeout_ms: u64,
 ) -> Result<(Look, Option<DateTime<Utc>>), StoreError> {
     let overlap = TimeDelta::from_std(settings.overlap).unwrap_or(TimeDelta::MAX);
@@ -406,8 +424,8 @@ pub async fn look_at(
     let now = DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
     let cursor = store.feed_cursor_of(source, account).await?;
     let mut read = None;
-    let (seq, from) = match cursor {
-        None => (1, now - overlap),
+    let window = match cursor {
+        None => Window::first(account, now, overlap),
         Some(seq) => {
             let key = Window::external_id_of(account, seq);
             let last = store
@@ -431,10 +449,11 @@ pub async fn look_at(
             if last.status != EventStatus::Posted {
                 return Ok((Look::Busy, read));
             }
-            let woken = match account {
-                None => woken(store, source, seq, window.to).await?,
-                Some(_) => false,
-            };
+            let woken = wake
+                || match account {
+                    None => woken(store, source, seq, window.to).await?,
+                    Some(_) => false,
+                };
             let due = window
                 .to
                 .checked_add_signed(every)
@@ -442,23 +461,27 @@ pub async fn look_at(
             if !woken && now < due {
                 return Ok((Look::NotDue { due }, read));
             }
-            (seq + 1, window.to - overlap)
+            // Nothing new before the next whole second.
+            if now <= window.to {
+                return Ok((
+                    Look::NotDue {
+                        due: window.to + TimeDelta::seconds(1),
+                    },
+                    read,
+                ));
+            }
+            window.after(now, overlap, WAKE_MARGIN)
         }
     };
-    if now <= from {
+    if now <= window.from {
         return Ok((
             Look::NotDue {
-                due: from + TimeDelta::seconds(1),
+                due: window.from + TimeDelta::seconds(1),
             },
             read,
         ));
     }
-    let window = Window {
-        seq,
-        from,
-        to: now,
-        account: account.map(str::to_owned),
-    };
+    let seq = window.seq;
     let external_id =
         ExternalId::parse(&window.key()).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let event = NewEvent {

@@ -20,8 +20,7 @@ use super::balance_transaction::{self, BalanceTransaction};
 use super::trigger::StripeTrigger;
 use crate::budget::{Budget, Priority};
 use crate::seam::{Chunks, FeedSettings, Listed, ProviderLedger, Resolution, Resolve};
-use futures::TryStreamExt;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 /// One Stripe source's resolving half: its API client, and its feed when it reads one.
@@ -153,7 +152,7 @@ async fn each_listed(
     mut each: impl FnMut(&BalanceTransaction),
 ) -> Result<(), ProviderError> {
     let (pages, mut received) = mpsc::channel(PAGES_AHEAD);
-    let listing = list_window(api.clone(), None, (from, to), Priority::Now, pages);
+    let listing = list_window(api.clone(), None, vec![(from, to)], Priority::Now, pages);
     let taking = async {
         while let Some(page) = received.recv().await {
             page.iter().for_each(&mut each);
@@ -163,27 +162,32 @@ async fn each_listed(
     listed
 }
 
-/// At most this many listings of one window's parts run at once.
+/// At most this many requests of one window's listing are in flight at once.
 const LISTINGS_MAX: usize = 8;
-/// At most this many parts the rest of a window is cut into after its first page.
+/// At most this many parts the rest of a span is cut into after its first page.
 const PARTS_MAX: i64 = 32;
-/// About this many pages a part holds (each part's last page is short: the fewer parts, the
-/// fewer requests beyond the listing's own).
+/// About this many pages a part holds by its first page's density (each part's last page is
+/// short: the fewer parts, the fewer requests beyond the listing's own; a denser part than it
+/// seemed is cut again).
 const PAGES_PER_PART: i64 = 8;
 /// At most this many pages of a window listed and not yet posted (what a window holds in
 /// memory beyond the page being posted).
 const PAGES_AHEAD: usize = 16;
 
+/// At most about this many listed transactions post in one chunk (one transaction of the
+/// database): pages waiting to be posted are taken together up to it.
+const CHUNK_MAX: usize = 500;
+
 /// A listed page, on its way to be posted.
 type Page = Vec<BalanceTransaction>;
 
-/// A feed window's balance transactions, a listing page at a time. The first page is listed as
-/// one; if more follow, the rest is cut by `created` into parts ([`rest_of_window`]) listed
-/// side by side (at most [`LISTINGS_MAX`] at once, each page after page), so a long window (a
-/// catch-up after an outage, a backfill's day) is read at the budget's pace rather than one
-/// request's round trip at a time, while its pages are posted as they come. The window posts
-/// (its last chunk, not partial) only once every part has been listed to its end; a listing
-/// that fails fails the chunk, and the window is listed again from its start.
+/// A feed window's balance transactions, a listing page at a time: its spans
+/// ([`Window::spans`]) listed side by side, each cut by `created` into parts as its pages show
+/// how dense it is ([`list_span`]), with at most [`LISTINGS_MAX`] requests in flight, so a long
+/// window (a catch-up after an outage, a backfill's day) is read at the budget's pace rather
+/// than one request's round trip at a time, while its pages are posted as they come. The window
+/// posts (its last chunk, not partial) only once every part has been listed to its end; a
+/// listing that fails fails the chunk, and the window is listed again from its start.
 struct WindowChunks {
     source: SourceName,
     accounts: Accounts,
@@ -202,13 +206,17 @@ impl WindowChunks {
         };
         let (pages, received) = mpsc::channel(PAGES_AHEAD);
         let source = api.source().clone();
-        let span = (window.from.timestamp(), window.to.timestamp());
+        let spans: Vec<(i64, i64)> = window
+            .spans()
+            .into_iter()
+            .map(|(from, to)| (from.timestamp(), to.timestamp()))
+            .collect();
         let account = window.account;
         let accounts = match &account {
             Some(account) => accounts.for_connected_account(account),
             None => accounts,
         };
-        let listing = tokio::spawn(list_window(api, account.clone(), span, priority, pages));
+        let listing = tokio::spawn(list_window(api, account.clone(), spans, priority, pages));
         Self {
             source,
             accounts,
@@ -236,7 +244,7 @@ impl Drop for WindowChunks {
 impl Chunks for WindowChunks {
     fn next_chunk(&mut self) -> BoxFuture<'_, Result<Resolved, PostError>> {
         Box::pin(async move {
-            let Some(page) = self.pages.recv().await else {
+            let Some(mut page) = self.pages.recv().await else {
                 // Every page has been posted: the window posts once its listing has ended well.
                 self.listed().await?;
                 return Ok(Resolved {
@@ -245,6 +253,13 @@ impl Chunks for WindowChunks {
                     partial: false,
                 });
             };
+            // Pages listed while the last chunk posted go with this one: a window listed faster
+            // than it posts (a catch-up) posts in fewer, larger transactions.
+            while page.len() < CHUNK_MAX
+                && let Ok(more) = self.pages.try_recv()
+            {
+                page.extend(more);
+            }
             let mut resolved =
                 draft_listed(&self.source, &self.accounts, self.account.as_deref(), &page)?;
             // The last page of an ended listing posts the window with it.
@@ -260,61 +275,96 @@ impl Chunks for WindowChunks {
     }
 }
 
-/// Lists the balance transactions created in `span` into `pages`: its first page, then the
-/// rest ([`rest_of_window`]) part by part, side by side. Ends early (well) when the receiver
-/// is gone; the first failing part's error ends it.
+/// Lists the balance transactions created in `spans` into `pages`, each span as
+/// [`list_span`] does, with at most [`LISTINGS_MAX`] requests (each with the page it answered
+/// until that page is handed on) at once. Ends early (well) when the receiver is gone; the first
+/// failing request's error ends it.
 async fn list_window(
     api: Arc<StripeApi>,
     account: Option<String>,
-    span: (i64, i64),
+    spans: Vec<(i64, i64)>,
     priority: Priority,
     pages: mpsc::Sender<Page>,
 ) -> Result<(), ProviderError> {
-    let account = account.as_deref();
-    let (first, more) = api.window_page(account, span, None, priority).await?;
-    let oldest = first.last().map(|t| (t.id.clone(), t.created));
-    if pages.send(first).await.is_err() || !more {
-        return Ok(());
-    }
-    let (after, at) = oldest.ok_or_else(|| {
-        ProviderError::Response("an empty listing page says it has more".into())
-    })?;
-    let parts = rest_of_window(span, at, after);
-    futures::stream::iter(parts.into_iter().map(Ok))
-        .try_for_each_concurrent(LISTINGS_MAX, |part| {
-            list_part(&api, account, part, priority, pages.clone())
-        })
-        .await
+    let listing = Listing {
+        api,
+        account,
+        priority,
+        pages,
+        turns: Semaphore::new(LISTINGS_MAX),
+    };
+    futures::future::try_join_all(
+        spans
+            .into_iter()
+            .map(|span| list_span(&listing, Part { span, after: None })),
+    )
+    .await
+    .map(drop)
 }
 
-/// One part of a window's rest: the transactions created in `span`, after `after`.
+/// What every part of one window's listing shares.
+struct Listing {
+    api: Arc<StripeApi>,
+    account: Option<String>,
+    priority: Priority,
+    pages: mpsc::Sender<Page>,
+    /// A turn per request in flight (held until its page is handed on, so a window listed
+    /// faster than it posts holds at most this many pages beyond the channel).
+    turns: Semaphore,
+}
+
+/// One part of a window: the transactions created in `span`, after `after`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Part {
     span: (i64, i64),
     after: Option<String>,
 }
 
-/// Lists `part` page after page into `pages`.
-async fn list_part(
-    api: &StripeApi,
-    account: Option<&str>,
-    part: Part,
-    priority: Priority,
-    pages: mpsc::Sender<Page>,
-) -> Result<(), ProviderError> {
-    let mut after = part.after;
-    loop {
-        let (page, more) = api
-            .window_page(account, part.span, after.as_deref(), priority)
-            .await?;
-        let next = page.last().map(|t| t.id.clone());
-        if pages.send(page).await.is_err() || !more {
-            return Ok(());
+/// Lists `part`: its first page; if more follow, the rest ([`rest_of_window`]): what remains of
+/// the first page's last second, page after page, and the seconds before it cut into parts by
+/// the page's density, each listed the same way, side by side. A dense part is so cut again by
+/// its own first page, so the listing spreads over as many requests at once as the window's
+/// density allows, whatever its first page showed.
+fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), ProviderError>> {
+    Box::pin(async move {
+        let Part { span, mut after } = part;
+        loop {
+            let turn = listing
+                .turns
+                .acquire()
+                .await
+                .map_err(|_| ProviderError::Response("a window's listing was closed".into()))?;
+            let (page, more) = listing
+                .api
+                .window_page(
+                    listing.account.as_deref(),
+                    span,
+                    after.as_deref(),
+                    listing.priority,
+                )
+                .await?;
+            let oldest = page.last().map(|t| (t.id.clone(), t.created));
+            let sent = listing.pages.send(page).await;
+            drop(turn);
+            if sent.is_err() || !more {
+                return Ok(());
+            }
+            let (id, at) = oldest.ok_or_else(|| {
+                ProviderError::Response("an empty listing page says it has more".into())
+            })?;
+            // Only the rest of one second remains: it cannot be cut by `created`.
+            if at <= span.0 {
+                after = Some(id);
+                continue;
+            }
+            let parts = rest_of_window(span, at, id);
+            return futures::future::try_join_all(
+                parts.into_iter().map(|part| list_span(listing, part)),
+            )
+            .await
+            .map(drop);
         }
-        after = Some(next.ok_or_else(|| {
-            ProviderError::Response("an empty listing page says it has more".into())
-        })?);
-    }
+    })
 }
 
 /// What remains of the window `(from, to)` once its first page ended with `after`, created at
@@ -674,6 +724,7 @@ mod tests {
             from: DateTime::from_timestamp(from, 0).expect("time"),
             to: DateTime::from_timestamp(to, 0).expect("time"),
             account: None,
+            skip: None,
         }
     }
 
@@ -735,5 +786,22 @@ mod tests {
         let chunks = list(api, window(20_000, 21_000)).await.expect("listed");
         let ids: HashSet<&String> = chunks.iter().flat_map(|(ids, _)| ids).collect();
         assert_eq!(ids.len(), 1_000);
+    }
+
+    #[tokio::test]
+    async fn a_window_lists_around_what_it_skips_and_posts_once_both_sides_are_listed() {
+        // Three hundred transactions over [30_000, 30_300); the window skips [30_100, 30_250).
+        let (_fake, api, _) = fake_with((0..300).map(|i| 30_000 + i)).await;
+        let at = |s: i64| DateTime::from_timestamp(s, 0).expect("time");
+        let skipping = Window {
+            skip: Some((at(30_100), at(30_250))),
+            ..window(30_000, 30_300)
+        };
+        let chunks = list(api, skipping).await.expect("listed");
+        let ids: HashSet<String> = chunks.iter().flat_map(|(ids, _)| ids.clone()).collect();
+        let expected: HashSet<String> = (0..100).chain(250..300).map(|i| format!("txn_{i}")).collect();
+        assert_eq!(ids, expected);
+        assert!(chunks.iter().rev().skip(1).all(|(_, last)| !last));
+        assert!(chunks.last().is_some_and(|(_, last)| *last));
     }
 }

@@ -21,6 +21,7 @@ tests::on_both_backends!(
     a_connected_accounts_money_with_no_webhook_is_booked_by_its_own_feed,
     a_webhook_wakes_the_feed_and_the_overlap_reads_what_stripe_listed_late,
     a_feed_that_stopped_catches_up_from_its_last_window,
+    a_worker_that_starts_sweeps_at_once,
     each_category_books_to_its_account_and_what_settle_cannot_place_to_suspense,
     a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complete,
     a_refused_key_stops_the_feed_with_one_dead_letter_until_it_is_requeued,
@@ -358,12 +359,23 @@ async fn a_connected_accounts_money_with_no_webhook_is_booked_by_its_own_feed(ba
 }
 
 /// A webhook records its event as always, and wakes the feed instead of fetching what it names;
-/// the next window starts the overlap before the last one's end, so a transaction Stripe dated
-/// inside the last window but listed only after it closed is still booked, once.
+/// every second is listed again by a window opened at least the overlap after it, so a
+/// transaction Stripe dated inside the last window but listed only after it closed is still
+/// booked, once.
 async fn a_webhook_wakes_the_feed_and_the_overlap_reads_what_stripe_listed_late(backend: Backend) {
     let fake = fake().await;
-    // An hour between scheduled sweeps: only webhooks wake the feed here.
-    let app = spawn(options(backend, &fake, 3_600)).await;
+    // An hour between scheduled sweeps: only webhooks wake the feed here; an overlap of eight
+    // seconds.
+    const OVERLAP: i64 = 8;
+    let options = options(backend, &fake, 3_600);
+    let app = spawn(AppOptions {
+        extra: options.extra.replace(
+            "feed_overlap_secs = 30",
+            &format!("feed_overlap_secs = {OVERLAP}"),
+        ),
+        ..options
+    })
+    .await;
     window_posted(&app, 1).await;
 
     let now = Utc::now().timestamp();
@@ -394,9 +406,34 @@ async fn a_webhook_wakes_the_feed_and_the_overlap_reads_what_stripe_listed_late(
         charge("ch_late", Some("txn_late"), 4_000, "usd"),
     );
     assert_eq!(deliver(&app, &woke).await, 200);
-    wait_entries(&app, &["txn_late"]).await;
+    // The window it wakes reads the last two seconds before window 2's end again; what lies
+    // before them is read by the first window opened the overlap after window 2's end (the
+    // next webhook's, here), so every second is read once more at least the overlap after it.
+    while Utc::now().timestamp() <= end + OVERLAP {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let now = Utc::now().timestamp();
+    fake.add_transaction(None, at(Txn::charge("txn_next", "ch_next", 1_500, 74), now));
+    let woke = event(
+        "evt_next",
+        "charge.succeeded",
+        charge("ch_next", Some("txn_next"), 1_500, "usd"),
+    );
+    assert_eq!(deliver(&app, &woke).await, 200);
+    wait_entries(&app, &["txn_late", "txn_next"]).await;
     app.wait_settled(30).await;
-    for id in ["txn_w", "txn_late"] {
+    let relisted: Vec<i64> = fake
+        .seen()
+        .iter()
+        .filter(|s| s.path == "/v1/balance_transactions")
+        .filter(|s| listed_from(&s.query).is_some_and(|from| from <= end - 5))
+        .filter_map(|s| listed_to(&s.query))
+        .collect();
+    assert!(
+        relisted.iter().any(|to| *to >= end - 5 + OVERLAP),
+        "a window ending at least the overlap after txn_late listed it: {relisted:?}"
+    );
+    for id in ["txn_w", "txn_late", "txn_next"] {
         assert_eq!(
             app.scalar(&format!(
                 "SELECT count(*) FROM journal_entries WHERE movement_id = '{id}'"
@@ -411,7 +448,32 @@ async fn a_webhook_wakes_the_feed_and_the_overlap_reads_what_stripe_listed_late(
             "SELECT status FROM settlement_events WHERE source = '{SOURCE}' AND external_id LIKE 'evt_%' ORDER BY id"
         ))
         .await,
-        ["posted", "posted"]
+        ["posted", "posted", "posted"]
+    );
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
+
+/// A worker that starts cannot know what happened while none ran: it sweeps each source's feed
+/// at once, not when the schedule next falls due.
+async fn a_worker_that_starts_sweeps_at_once(backend: Backend) {
+    let fake = fake().await;
+    let app = spawn(options(backend, &fake, 3_600)).await;
+    window_posted(&app, 1).await;
+    let end = window_end(&app, 1).await;
+    let database = app.stop().await;
+    fake.add_transaction(None, movement("txn_s_fee", "fee", -150, None, end + 1));
+    while Utc::now().timestamp() <= end + 1 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // An hour between scheduled sweeps and no webhook: only the start opens window 2.
+    let app = start(database, options(backend, &fake, 3_600)).await;
+    window_posted(&app, 2).await;
+    wait_entries(&app, &["txn_s_fee"]).await;
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM settlement_events WHERE kind = 'feed.window'")
+            .await,
+        2,
+        "one window at the start, then none until the schedule or a webhook"
     );
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }
