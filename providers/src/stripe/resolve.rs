@@ -320,14 +320,16 @@ struct Part {
     after: Option<String>,
 }
 
-/// Lists `part`: its first page; if more follow, the rest ([`rest_of_window`]): what remains of
-/// the first page's last second, page after page, and the seconds before it cut into parts by
-/// the page's density, each listed the same way, side by side. A dense part is so cut again by
-/// its own first page, so the listing spreads over as many requests at once as the window's
-/// density allows, whatever its first page showed.
+/// Lists `part` page after page; after each page, what remains ([`rest_of_window`]): when the
+/// pages show the rest holds many pages, it is cut into parts (what remains of the page's last
+/// second, and the seconds before it), each listed the same way, side by side. So a listing
+/// spreads over as many requests at once as its density calls for, wherever in the span the
+/// density lies, and a sparse one is read page after page.
 fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), ProviderError>> {
     Box::pin(async move {
         let Part { span, mut after } = part;
+        // The pages listed so far hold `[top, span.1)`.
+        let mut top = span.1;
         loop {
             let turn = listing
                 .turns
@@ -352,12 +354,12 @@ fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), P
             let (id, at) = oldest.ok_or_else(|| {
                 ProviderError::Response("an empty listing page says it has more".into())
             })?;
-            // Only the rest of one second remains: it cannot be cut by `created`.
-            if at <= span.0 {
+            let parts = rest_of_window((span.0, top), at, &id);
+            if parts.is_empty() {
                 after = Some(id);
+                top = at + 1;
                 continue;
             }
-            let parts = rest_of_window(span, at, id);
             return futures::future::try_join_all(
                 parts.into_iter().map(|part| list_span(listing, part)),
             )
@@ -367,25 +369,33 @@ fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), P
     })
 }
 
-/// What remains of the window `(from, to)` once its first page ended with `after`, created at
-/// `at` (Stripe lists newest first): the rest of second `at` after it, then `[from, at)` cut
-/// into parts of whole seconds, about [`PAGES_PER_PART`] pages each by the first page's density
-/// (at most [`PARTS_MAX`]).
-fn rest_of_window((from, to): (i64, i64), at: i64, after: String) -> Vec<Part> {
-    let mut parts = vec![Part {
-        span: (at, at + 1),
-        after: Some(after),
-    }];
+/// How to list what remains of `(from, to)` once a page that began at `to` ended with `after`,
+/// created at `at` (Stripe lists newest first): nothing (page after page, as it is) unless the
+/// rest holds at least two parts' worth of pages by the page's density, or the page fell within
+/// one second (at least a page a second: the rest is cut into its seconds, at most
+/// [`PARTS_MAX`] parts); then the rest of second `at` after `after`, and `[from, at)` cut into
+/// parts of whole seconds, about [`PAGES_PER_PART`] pages each.
+fn rest_of_window((from, to): (i64, i64), at: i64, after: &str) -> Vec<Part> {
     let rest = at - from;
     if rest <= 0 {
-        return parts;
+        return Vec::new();
     }
-    // The first page held a page's worth over `[at, to)`.
+    // The page held a page's worth over `[at, to)`.
     let first = (to - at).max(1);
     let pages = (rest + first - 1) / first;
-    let count = ((pages + PAGES_PER_PART - 1) / PAGES_PER_PART)
-        .clamp(1, PARTS_MAX)
-        .min(rest);
+    let count = match first {
+        1 => rest,
+        _ => (pages + PAGES_PER_PART - 1) / PAGES_PER_PART,
+    }
+    .min(PARTS_MAX)
+    .min(rest);
+    if count < 2 {
+        return Vec::new();
+    }
+    let mut parts = vec![Part {
+        span: (at, at + 1),
+        after: Some(after.to_owned()),
+    }];
     parts.extend((0..count).map(|i| Part {
         span: (from + rest * i / count, from + rest * (i + 1) / count),
         after: None,
@@ -647,15 +657,15 @@ mod tests {
 
     #[test]
     fn the_rest_of_a_window_is_cut_by_the_first_pages_density() {
-        let after = || "txn_x".to_owned();
+        let after = "txn_x";
         // The first page held [9_900, 10_000): about 99 more pages' worth in [0, 9_900), in
         // parts of about eight pages.
-        let parts = rest_of_window((0, 10_000), 9_900, after());
+        let parts = rest_of_window((0, 10_000), 9_900, after);
         assert_eq!(
             parts[0],
             Part {
                 span: (9_900, 9_901),
-                after: Some(after())
+                after: Some(after.to_owned())
             }
         );
         let spans: Vec<(i64, i64)> = parts[1..].iter().map(|p| p.span).collect();
@@ -663,13 +673,16 @@ mod tests {
         assert_eq!(spans.first().map(|s| s.0), Some(0));
         assert_eq!(spans.last().map(|s| s.1), Some(9_900));
         assert!(spans.windows(2).all(|w| w[0].1 == w[1].0));
-        // A dense first second: the rest cut into the most parts, each at least a second.
-        assert_eq!(rest_of_window((0, 1_000), 999, after()).len(), 1 + PARTS_MAX as usize);
-        assert_eq!(rest_of_window((0, 10), 9, after()).len(), 1 + 2);
-        // A window of a few pages: one part.
-        assert_eq!(rest_of_window((0, 1_000), 700, after()).len(), 1 + 1);
-        // A page from the window's first second: only that second's rest.
-        assert_eq!(rest_of_window((50, 60), 50, after()).len(), 1);
+        // A page within one second: at least a page a second, so the rest is cut into its
+        // seconds (at most `PARTS_MAX` parts).
+        assert_eq!(rest_of_window((0, 1_000), 999, after).len(), 1 + PARTS_MAX as usize);
+        assert_eq!(rest_of_window((0, 10), 9, after).len(), 1 + 9);
+        // A few pages' worth left: read page after page.
+        assert!(rest_of_window((0, 1_000), 700, after).is_empty());
+        assert!(rest_of_window((0, 100_000), 99_000, after).len() > 1);
+        assert!(rest_of_window((0, 10_000), 3_000, after).is_empty());
+        // Only the rest of the first second: page after page.
+        assert!(rest_of_window((50, 60), 50, after).is_empty());
     }
 
     /// Every chunk of `window` until the one that posts it: the ids of each, and whether it was
