@@ -72,16 +72,13 @@ pub(crate) async fn feed_loop(
         for (source, settings) in &feeds {
             let wake = starting.contains(source);
             match look(&store, source, settings, Utc::now(), wake, lock_timeout_ms).await {
-                Ok(look) => {
-                    if let Look::Opened(window) = &look {
-                        opened(source, window);
-                    }
-                    // Until a window opens after the start (the last one may still be
-                    // running, or have ended this very second).
-                    if matches!(look, Look::Opened(_)) {
-                        starting.remove(source);
-                    }
+                // Woken until a window opens after the start (the last one may still be
+                // running, or have ended this very second).
+                Ok(Look::Opened(window)) => {
+                    opened(source, &window);
+                    starting.remove(source);
                 }
+                Ok(_) => {}
                 Err(error) => warn!(%source, %error, "looking at the feed failed"),
             }
             if let Some(resolver) = resolvers.get(source) {

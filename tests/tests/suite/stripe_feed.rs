@@ -164,6 +164,13 @@ async fn window_end(app: &TestApp, seq: i64) -> i64 {
     window.to.timestamp()
 }
 
+/// Waits until the clock has passed Unix second `second`.
+async fn wait_past(second: i64) {
+    while Utc::now().timestamp() <= second {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 async fn window_posted(app: &TestApp, seq: i64) {
     let key = ledger::feed::Window::external_id(seq);
     app.wait_for(
@@ -409,9 +416,7 @@ async fn a_webhook_wakes_the_feed_and_the_overlap_reads_what_stripe_listed_late(
     // The window it wakes reads the last two seconds before window 2's end again; what lies
     // before them is read by the first window opened the overlap after window 2's end (the
     // next webhook's, here), so every second is read once more at least the overlap after it.
-    while Utc::now().timestamp() <= end + OVERLAP {
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    wait_past(end + OVERLAP).await;
     let now = Utc::now().timestamp();
     fake.add_transaction(None, at(Txn::charge("txn_next", "ch_next", 1_500, 74), now));
     let woke = event(
@@ -462,9 +467,7 @@ async fn a_worker_that_starts_sweeps_at_once(backend: Backend) {
     let end = window_end(&app, 1).await;
     let database = app.stop().await;
     fake.add_transaction(None, movement("txn_s_fee", "fee", -150, None, end + 1));
-    while Utc::now().timestamp() <= end + 1 {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    wait_past(end + 1).await;
     // An hour between scheduled sweeps and no webhook: only the start opens window 2.
     let app = start(database, options(backend, &fake, 3_600)).await;
     window_posted(&app, 2).await;
