@@ -38,6 +38,8 @@ pub struct Accounts {
 /// The prefix of the account a category the provider's chart does not know is booked to
 /// (`suspense:{source}`), for a person to classify (a review item).
 pub const SUSPENSE_PREFIX: &str = "suspense:";
+/// That account, as a provider's chart names it (`{source}` is the source's name).
+pub const SUSPENSE: &str = "suspense:{source}";
 
 /// Account overrides as configured; unset names keep their defaults.
 #[derive(Clone, Debug, Default, Deserialize, serde::Serialize)]

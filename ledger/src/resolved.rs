@@ -13,6 +13,9 @@ pub struct MovementEntry {
     /// Whether [`Resolved::payout`] paid it out. A sale whose receivable a settlement line
     /// clears is not (it moves nothing on the provider balance; the line is).
     pub paid_out: bool,
+    /// The payout that pays it out when it is its own, not [`Resolved::payout`] (a report
+    /// whose lines belong to several batches).
+    pub payout: Option<PayoutId>,
 }
 
 impl MovementEntry {
@@ -22,6 +25,15 @@ impl MovementEntry {
             movement,
             draft,
             paid_out: true,
+            payout: None,
+        }
+    }
+
+    /// A movement's entry, paid out by `payout` whatever its resolution's.
+    pub fn paid_by(movement: Movement, draft: EntryDraft, payout: PayoutId) -> Self {
+        Self {
+            payout: Some(payout),
+            ..Self::new(movement, draft)
         }
     }
 

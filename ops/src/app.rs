@@ -110,6 +110,9 @@ impl App {
                 .context("cannot migrate the database")?;
         }
         let sources = config.sources()?;
+        for (source, note) in config.source_notes()? {
+            tracing::warn!(%source, "{note}");
+        }
         let workers = match role.runs_workers() {
             true => Some(build_workers(config, &store).await?),
             false => None,
@@ -270,7 +273,7 @@ fn internal_router(
             guard,
             &config.dashboard,
             sources,
-            (resolvers, config.posting_rules()),
+            (resolvers, config.posting_rules(), config.source_notes()?),
         );
         router = router.route(
             "/",

@@ -49,6 +49,13 @@ pub trait Provider: Send + Sync + 'static {
     /// own facts. Credentials named by an environment variable are read here.
     fn resolver(&self, section: &Section<'_>) -> Result<Option<Arc<dyn Resolve>>, SectionError>;
 
+    /// What a person running one source should know about how it books (said at start, by
+    /// `settle config check` and on the dashboard's sources page); by default nothing.
+    fn notes(&self, section: &Section<'_>) -> Result<Vec<String>, SectionError> {
+        let _ = section;
+        Ok(Vec::new())
+    }
+
     /// A delivery of one made-up sale for `settle loadgen`, signed with `secret` the provider's
     /// way: event `id` of `minor` units, or with `conflicting` other facts under the same id.
     /// The provider's own API is not called to make it.
@@ -136,6 +143,8 @@ pub enum Ignore {
     OtherMode,
     /// An update that names no money movement the event's object did not name before.
     NoMovement,
+    /// Of an account at the provider (a merchant account) the source does not book.
+    OtherAccount,
 }
 
 impl Ignore {
@@ -145,6 +154,7 @@ impl Ignore {
             Ignore::ConnectedAccount => "connected_account",
             Ignore::OtherMode => "other_mode",
             Ignore::NoMovement => "no_movement",
+            Ignore::OtherAccount => "other_account",
         }
     }
 }

@@ -829,6 +829,38 @@ fn mixed_transaction(i: usize, created: i64) -> Value {
     transaction
 }
 
+/// Where a backfill's time went: when its windows and its opening were recorded and posted
+/// (seconds from the command's start), and the fake's requests in each second.
+async fn print_backfill_timeline(
+    db: &TestDb,
+    fake: &providers::stripe::fake::FakeStripe,
+    started_at: chrono::DateTime<chrono::Utc>,
+) {
+    let pool = db.pool().await;
+    let events: Vec<(
+        String,
+        chrono::DateTime<chrono::Utc>,
+        chrono::DateTime<chrono::Utc>,
+    )> = sqlx::query_as(
+        "SELECT external_id, received_at, status_changed_at FROM settlement_events
+             WHERE kind IN ('feed.window', 'feed.opening') AND status = 'posted'
+             ORDER BY status_changed_at",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("events");
+    let ms = |at: chrono::DateTime<chrono::Utc>| (at - started_at).num_milliseconds();
+    for (key, recorded, posted) in events {
+        println!(
+            "    {key}: recorded at {} ms, posted at {} ms",
+            ms(recorded),
+            ms(posted)
+        );
+    }
+    let seconds = fake.requests_by_second(started_at.timestamp().max(0) as u64);
+    println!("    requests in each second from the start: {seconds:?}");
+}
+
 /// 7: Stripe's feed against a fake Stripe API that enforces Stripe's published test-mode limits
 /// (25 requests a second in all and per endpoint; 429 with `Retry-After` beyond): a backfill of
 /// `transactions` balance transactions over five days by one `settle worker` at the defaults
@@ -895,6 +927,7 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
         .date_naive()
         .to_string();
     let started = Instant::now();
+    let started_at = chrono::Utc::now();
     let (ok, output) = tests::process::run_settle(
         &config,
         &db.url,
@@ -903,6 +936,7 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
     .await;
     assert!(ok, "backfill: {output}");
     let elapsed = started.elapsed();
+    print_backfill_timeline(&db, &fake, started_at).await;
     let per_sec = (transactions as u128 * 1000 / elapsed.as_millis().max(1)) as i64;
     let requests = fake.requests();
     println!(
@@ -993,6 +1027,10 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let catch_up_elapsed = started.elapsed();
+    println!(
+        "    requests in each second from the worker's start: {:?}",
+        fake.requests_by_second(restarted_at.timestamp().max(0) as u64)
+    );
     let catch_up_per_sec = (catch_up as u128 * 1000 / catch_up_elapsed.as_millis().max(1)) as i64;
     // The window that reads them opens when the feed is due (no webhook: `feed_every_secs`
     // after the last window's end); from then on the rate is the listing's and the posting's.

@@ -199,7 +199,7 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         token_sha256 = "{finance}"
         "#,
         extra = options.extra,
-        adyen_reports = options.adyen_reports.as_ref().map_or_else(String::new, |host| format!(
+        adyen_reports = options.adyen_reports.as_ref().map_or_else(|| "money_from = \"notifications\"".to_owned(), |host| format!(
             "money_from = \"reports\"\n        report_user = \"{}\"\n        report_password = \"{}\"\n        report_hosts = [\"{host}\"]\n        report_timeout_ms = 5000",
             crate::adyen::REPORT_USER,
             crate::adyen::REPORT_PASSWORD

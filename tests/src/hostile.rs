@@ -416,7 +416,8 @@ pub fn config_extra() -> String {
          [[sources]]\nname = \"std-rotated\"\nprovider = \"standard\"\nsecrets = [\"{STANDARD_SECRET}\"]\n\
          [[sources]]\nname = \"stripe-rotated\"\nprovider = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n\
          livemode = false\napi_key = \"{STRIPE_API_KEY}\"\nfeed = false\n\
-         [[sources]]\nname = \"adyen-rotated\"\nprovider = \"adyen\"\nsecrets = [\"{ADYEN_KEY}\"]\n"
+         [[sources]]\nname = \"adyen-rotated\"\nprovider = \"adyen\"\nsecrets = [\"{ADYEN_KEY}\"]\n\
+         money_from = \"notifications\"\n"
     )
 }
 

@@ -150,13 +150,20 @@ pub(crate) fn plan<'a>(
     plan
 }
 
-/// The payout that pays `entry` out, if one does.
-pub(crate) fn paid_out_by<'a>(post: &ResolvedPost<'a>, entry: &MovementEntry) -> Option<&'a str> {
-    post.resolved
-        .payout
-        .as_ref()
-        .filter(|_| entry.paid_out)
-        .map(|p| p.as_str())
+/// The payout that pays `entry` out, if one does: its own, else its resolution's.
+pub(crate) fn paid_out_by<'a>(
+    post: &ResolvedPost<'a>,
+    entry: &'a MovementEntry,
+) -> Option<&'a str> {
+    match &entry.payout {
+        Some(own) => Some(own.as_str()),
+        None => post
+            .resolved
+            .payout
+            .as_ref()
+            .filter(|_| entry.paid_out)
+            .map(|p| p.as_str()),
+    }
 }
 
 /// Whether the job's movements agree with what is posted (or planned) under their keys.

@@ -13,8 +13,12 @@ use super::table;
 use crate::config::Config;
 use crate::feeds::{self, BalanceCheck, Coverage};
 
-/// How often a waiting backfill looks at its progress.
-const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// How often a waiting backfill looks at its progress: each look reads every window's state, so
+/// a short backfill is looked at often (its end shown at once) and a long one less.
+fn progress_every(windows: usize) -> Duration {
+    Duration::from_millis(5 * windows as u64)
+        .clamp(Duration::from_millis(200), Duration::from_secs(2))
+}
 
 fn source_name(config: &Config, source: &str) -> anyhow::Result<SourceName> {
     config
@@ -67,7 +71,7 @@ pub async fn backfill(
             bar.finish_with_message("done");
             return Ok(());
         }
-        tokio::time::sleep(PROGRESS_EVERY).await;
+        tokio::time::sleep(progress_every(backfill.keys.len())).await;
     }
 }
 

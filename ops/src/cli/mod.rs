@@ -501,10 +501,14 @@ fn config_check(file: Option<&Path>) -> anyhow::Result<()> {
     };
     let config = loaded.strict()?;
     config.resolvers()?;
+    let notes = config.source_notes()?;
     print!(
         "# settle's configuration as resolved from {origin}; secrets redacted\n{}",
         config.to_redacted_toml()?
     );
+    for (source, note) in notes {
+        eprintln!("settle: source {source}: {note}");
+    }
     eprintln!("settle: configuration valid ({origin})");
     Ok(())
 }

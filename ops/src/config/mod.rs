@@ -517,6 +517,18 @@ impl Config {
         Ok(Sources::new(sources)?)
     }
 
+    /// What each source's provider says a person running it should know (source, note), in
+    /// the sources' order.
+    pub fn source_notes(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let notes = self.each_source(|provider, section| provider.notes(section))?;
+        Ok(self
+            .sources
+            .iter()
+            .zip(notes)
+            .flat_map(|(source, notes)| notes.into_iter().map(|n| (source.name.to_string(), n)))
+            .collect())
+    }
+
     /// What workers resolve triggers through: each source's provider's resolving half, its
     /// credentials read from their variables now.
     pub fn resolvers(&self) -> anyhow::Result<Resolvers> {

@@ -45,6 +45,8 @@ pub struct DashboardState {
     /// The sources' providers: their feeds and their own ledgers (the sources page).
     resolvers: workers::Resolvers,
     rules: ledger::PostingRules,
+    /// What each source's provider says about how it books (source, note).
+    notes: Arc<Vec<(String, String)>>,
 }
 
 /// The `[dashboard]` settings.
@@ -86,9 +88,13 @@ pub fn router(
     guard: Arc<AuthGuard>,
     settings: &DashboardSettings,
     sources: crate::api::SourceNames,
-    providers: (workers::Resolvers, ledger::PostingRules),
+    providers: (
+        workers::Resolvers,
+        ledger::PostingRules,
+        Vec<(String, String)>,
+    ),
 ) -> Router {
-    let (resolvers, rules) = providers;
+    let (resolvers, rules, notes) = providers;
     let state = DashboardState {
         store: store.clone(),
         tokens,
@@ -101,6 +107,7 @@ pub fn router(
         sources,
         resolvers,
         rules,
+        notes: Arc::new(notes),
     };
     let headers = SECURITY_HEADERS.map(|(name, value)| {
         SetResponseHeaderLayer::overriding(

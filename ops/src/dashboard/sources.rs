@@ -148,6 +148,9 @@ pub(super) async fn sources(State(state): State<DashboardState>, Viewer(session)
         Some(&session),
         html! {
             p.muted { "A paused source's deliveries are still verified, recorded and acknowledged; its events wait to be posted until it is resumed, then drain." }
+            @for (i, (name, note)) in state.notes.iter().enumerate() {
+                p.alert id=(format!("note-{name}-{i}")) { strong { (name) } ": " (note) }
+            }
             table id="sources" {
                 tr { th { "Source" } th { "State" } th { "Since" } th { "By" } th { "Why" } th {} th { "Feed" } }
                 @for name in state.sources.0.iter() {

@@ -17,6 +17,7 @@ pub(super) const KEYS: &[Key] = &[
     Key::plain("report_hosts"),
     Key::plain("report_bytes_max"),
     Key::plain("report_timeout_ms"),
+    Key::plain("merchant_accounts"),
 ];
 
 /// The hosts Adyen serves reports from.
@@ -26,17 +27,22 @@ const REPORT_BYTES_MAX: u64 = 512 * 1024 * 1024;
 const REPORT_TIMEOUT_MS: u64 = 300_000;
 
 /// Where an Adyen source's money comes from: exactly one of the two, so nothing is booked twice.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+/// A source with report credentials books from reports; one without them must choose
+/// notifications explicitly (its books then hold gross amounts only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MoneyFrom {
     /// `CAPTURE`, `REFUND`, `CHARGEBACK`... post their amounts (no fees, the shopper's
-    /// currency); `REPORT_AVAILABLE` is acknowledged and not recorded.
-    #[default]
+    /// currency, no payouts); `REPORT_AVAILABLE` is acknowledged and not recorded.
     Notifications,
     /// Settlement details reports post every line (fees, settlement currency, payouts); the
     /// money notifications are acknowledged and not recorded.
     Reports,
 }
+
+/// What a source booking from notifications says at start, in `settle config check` and on
+/// the dashboard.
+pub const GROSS_ONLY: &str = "money_from = \"notifications\": the books hold the gross amounts Adyen's notifications carry only: no fees, no settlement currency, no payouts (set report credentials to book from settlement details reports)";
 
 /// Reads and checks every key; answers where the money comes from.
 pub(super) fn money_from(section: &Section<'_>) -> Result<MoneyFrom, SectionError> {
@@ -66,20 +72,38 @@ pub(super) fn money_from(section: &Section<'_>) -> Result<MoneyFrom, SectionErro
             return Err(SectionError::key(limit, "report limits must be positive"));
         }
     }
-    let money_from = section.get::<MoneyFrom>("money_from")?;
-    if (user || key) && money_from != Some(MoneyFrom::Reports) {
-        return Err(SectionError::key(
+    merchant_accounts(section)?;
+    match (section.get::<MoneyFrom>("money_from")?, user || key) {
+        (None | Some(MoneyFrom::Reports), true) => Ok(MoneyFrom::Reports),
+        (Some(MoneyFrom::Notifications), false) => Ok(MoneyFrom::Notifications),
+        (Some(MoneyFrom::Notifications), true) => Err(SectionError::key(
             "money_from",
-            "report credentials are set but money_from is not \"reports\": set money_from = \"reports\" (the money notifications are then not booked, so nothing is booked twice)",
-        ));
-    }
-    if money_from == Some(MoneyFrom::Reports) && !(user || key) {
-        return Err(SectionError::key(
+            "report credentials are set but money_from = \"notifications\": a source books from one of the two; remove money_from to book from the settlement details reports (fees, settlement currency, payouts)",
+        )),
+        (Some(MoneyFrom::Reports), false) => Err(SectionError::key(
             "money_from",
             "money_from = \"reports\" needs report credentials (report_user_env + report_password_env, or api_key_env) to download the reports",
+        )),
+        (None, false) => Err(SectionError::key(
+            "money_from",
+            "an Adyen source books from its settlement details reports, which need report credentials (report_user_env + report_password_env, or api_key_env); without them, say money_from = \"notifications\" and the books hold gross amounts only (no fees, settlement currency or payouts)",
+        )),
+    }
+}
+
+/// The merchant accounts a source books (`merchant_accounts`; unset: every one its
+/// notifications name). Anything of another is acknowledged, counted and not booked.
+pub(super) fn merchant_accounts(section: &Section<'_>) -> Result<Option<Vec<String>>, SectionError> {
+    let Some(accounts) = section.get::<Vec<String>>("merchant_accounts")? else {
+        return Ok(None);
+    };
+    if accounts.is_empty() || accounts.iter().any(|a| a.trim().is_empty()) {
+        return Err(SectionError::key(
+            "merchant_accounts",
+            "merchant_accounts lists the merchant account codes to book; leave it out to book every one",
         ));
     }
-    Ok(money_from.unwrap_or_default())
+    Ok(Some(accounts))
 }
 
 /// The hosts reports may be downloaded from: the source's, or Adyen's.
@@ -150,7 +174,14 @@ mod tests {
 
     #[test]
     fn the_money_comes_from_one_place_with_the_credentials_it_needs() {
-        assert_eq!(check(json!({})), Ok(MoneyFrom::Notifications));
+        assert_eq!(
+            check(json!({"money_from": "notifications"})),
+            Ok(MoneyFrom::Notifications)
+        );
+        assert_eq!(
+            check(json!({"report_user": "u", "report_password": "p"})),
+            Ok(MoneyFrom::Reports)
+        );
         assert_eq!(
             check(json!({"money_from": "reports", "report_user": "u", "report_password": "p"})),
             Ok(MoneyFrom::Reports)
@@ -164,10 +195,16 @@ mod tests {
             assert_eq!(error.key, Some(key), "{error}");
             assert!(error.message.contains(says), "{error}");
         };
+        refused(json!({}), "money_from", "say money_from = \"notifications\"");
         refused(
-            json!({"report_user": "u", "report_password": "p"}),
+            json!({"money_from": "notifications", "report_user": "u", "report_password": "p"}),
             "money_from",
-            "money_from is not \"reports\"",
+            "books from one of the two",
+        );
+        refused(
+            json!({"money_from": "notifications", "merchant_accounts": []}),
+            "merchant_accounts",
+            "leave it out",
         );
         refused(
             json!({"money_from": "reports", "report_user": "u"}),
@@ -180,7 +217,7 @@ mod tests {
             "needs report credentials",
         );
         refused(
-            json!({"report_hosts": ["https://x/path"]}),
+            json!({"money_from": "notifications", "report_hosts": ["https://x/path"]}),
             "report_hosts",
             "report_hosts entry",
         );
@@ -190,7 +227,7 @@ mod tests {
             "not both",
         );
         refused(
-            json!({"report_timeout_ms": 0}),
+            json!({"money_from": "notifications", "report_timeout_ms": 0}),
             "report_timeout_ms",
             "must be positive",
         );

@@ -82,12 +82,23 @@ impl FakeReports {
         )
     }
 
+    /// Serves `file` to every merchant account (unless one has its own, [`Self::put_for`]).
     pub fn put(&self, file: &str, bytes: Vec<u8>) {
         self.files
             .lock()
             .expect("files")
             .files
             .insert(file.to_owned(), bytes);
+    }
+
+    /// Serves `file` to `account` only: merchant accounts number their batches each on their
+    /// own, so two hold reports of one name.
+    pub fn put_for(&self, account: &str, file: &str, bytes: Vec<u8>) {
+        self.files
+            .lock()
+            .expect("files")
+            .files
+            .insert(format!("{account}/{file}"), bytes);
     }
 
     pub fn fault(&self, file: &str, fault: Fault) {
@@ -106,7 +117,7 @@ impl FakeReports {
 
 async fn download(
     State(files): State<Arc<Mutex<Files>>>,
-    Path((_account, file)): Path<(String, String)>,
+    Path((account, file)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
     let mut files = files.lock().expect("files");
@@ -117,7 +128,8 @@ async fn download(
     }
     files.downloads.push(file.clone());
     let fault = files.faults.get(&file).copied();
-    let Some(bytes) = files.files.get(&file).cloned() else {
+    let own = files.files.get(&format!("{account}/{file}")).cloned();
+    let Some(bytes) = own.or_else(|| files.files.get(&file).cloned()) else {
         return StatusCode::NOT_FOUND.into_response();
     };
     match fault {

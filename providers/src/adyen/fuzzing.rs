@@ -22,6 +22,7 @@ fn notification(data: &[u8]) {
         name: SourceName::parse("fuzz").expect("a valid source name"),
         keys: vec![signing_key(KEY_HEX).expect("a hex key")],
         money_from: MoneyFrom::Notifications,
+        merchant_accounts: None,
     };
     let Ok(value) = verify(&source, data) else {
         return;

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use ledger::minor_units::Exponents;
 
-pub use config::{MoneyFrom, REPORT_HOSTS};
+pub use config::{GROSS_ONLY, MoneyFrom, REPORT_HOSTS};
 pub use download::{AdyenReports, ReportAuth, ReportHost, ReportSettings};
 pub use resolve::CHUNK_ENTRIES;
 pub use trigger::{AdyenReportTrigger, AdyenSaleTrigger, AdyenTrigger};
@@ -66,7 +66,17 @@ impl Provider for Adyen {
             name: section.source.clone(),
             keys: crate::signature::signing_keys(section, self.name(), receive::signing_key)?,
             money_from,
+            merchant_accounts: config::merchant_accounts(section)?,
         }))
+    }
+
+    /// A source booking from notifications holds gross amounts only: said at start, by
+    /// `settle config check` and on the dashboard.
+    fn notes(&self, section: &Section<'_>) -> Result<Vec<String>, SectionError> {
+        Ok(match config::money_from(section)? {
+            MoneyFrom::Notifications => vec![config::GROSS_ONLY.to_owned()],
+            MoneyFrom::Reports => Vec::new(),
+        })
     }
 
     /// Only a source booking from reports records triggers (its reports and its sales).
@@ -83,6 +93,7 @@ impl Provider for Adyen {
         Ok(Some(Arc::new(resolve::Resolver {
             source: section.source.clone(),
             reports,
+            merchant_accounts: config::merchant_accounts(section)?,
         })))
     }
 

@@ -6,8 +6,10 @@
 //! verify, or the whole delivery is refused. The signature lives inside the JSON, so the body is
 //! parsed to find it; a body that is not a readable notification cannot be authenticated (401).
 //!
-//! Each item is its own event, `external_id` = `eventCode:pspReference`, all recorded in one
-//! transaction. Mapped when `success` is `"true"`: CAPTURE (a settled charge, gross = net),
+//! Each item is its own event, `external_id` = `eventCode:pspReference` (a report's
+//! `REPORT_AVAILABLE:merchantAccountCode:pspReference`: its batch is numbered per merchant
+//! account), all recorded in one transaction. An item of a merchant account the source does
+//! not book (`merchant_accounts`) is acknowledged, counted and not recorded. Mapped when `success` is `"true"`: CAPTURE (a settled charge, gross = net),
 //! CAPTURE_FAILED (an adjustment taking the captured amount back from the balance), REFUND,
 //! REFUND_FAILED and REFUNDED_REVERSED (adjustments returning the amount to the balance),
 //! CHARGEBACK and SECOND_CHARGEBACK (each debits the disputed amount), CHARGEBACK_REVERSED.
@@ -42,6 +44,9 @@ pub(crate) struct Receiver {
     pub(crate) name: SourceName,
     pub(crate) keys: Vec<SigningKey>,
     pub(crate) money_from: MoneyFrom,
+    /// The merchant accounts booked (`None`: every one); an item of another is acknowledged,
+    /// counted and not recorded.
+    pub(crate) merchant_accounts: Option<Vec<String>>,
 }
 
 impl Receive for Receiver {
@@ -166,18 +171,34 @@ fn items(value: &Value) -> Option<Vec<Item<'_>>> {
 pub(crate) fn adapt(source: &Receiver, value: &Value) -> Result<Adapted, Unparseable> {
     let items = items(value).ok_or(Unparseable("no notification items"))?;
     let mut events = Vec::with_capacity(items.len());
+    let mut other_accounts = false;
     for item in items {
         let event_code = item.text("eventCode");
         let psp_reference = item.text("pspReference");
-        let key = format!("{event_code}:{psp_reference}");
+        let merchant_account = item.text("merchantAccountCode");
         if event_code.is_empty() || psp_reference.is_empty() {
             return Err(Unparseable(
                 "a notification item has no eventCode or pspReference",
             ));
         }
+        // A report's file name is its batch's, and batches are numbered per merchant account:
+        // its key names the account. A PSP reference is Adyen's own, unique across accounts.
+        let key = match event_code {
+            "REPORT_AVAILABLE" => format!("{event_code}:{merchant_account}:{psp_reference}"),
+            _ => format!("{event_code}:{psp_reference}"),
+        };
         let external_id = ExternalId::parse(&key)
             .map_err(|_| Unparseable("eventCode:pspReference is not a usable id"))?;
         if item.text("success") != "true" {
+            continue;
+        }
+        if let Some(booked) = &source.merchant_accounts
+            && !booked.iter().any(|a| a == merchant_account)
+        {
+            metrics::counter!("settle_adyen_items_of_other_merchant_accounts_total",
+                "source" => source.name.to_string())
+            .increment(1);
+            other_accounts = true;
             continue;
         }
         let reports = source.money_from == MoneyFrom::Reports;
@@ -191,7 +212,7 @@ pub(crate) fn adapt(source: &Receiver, value: &Value) -> Result<Adapted, Unparse
                         AdyenReportTrigger {
                             file: psp_reference.to_owned(),
                             url: item.text("reason").to_owned(),
-                            merchant_account: item.text("merchantAccountCode").to_owned(),
+                            merchant_account: merchant_account.to_owned(),
                         }
                         .named(),
                     ),
@@ -225,7 +246,9 @@ pub(crate) fn adapt(source: &Receiver, value: &Value) -> Result<Adapted, Unparse
             content,
         });
     }
-    Ok(if events.is_empty() {
+    Ok(if events.is_empty() && other_accounts {
+        Adapted::Ignored(Ignore::OtherAccount)
+    } else if events.is_empty() {
         Adapted::Ignored(Ignore::NotSettlement)
     } else {
         Adapted::Events(events)
@@ -358,6 +381,7 @@ mod tests {
             name: SourceName::parse("adyen").expect("name"),
             keys: vec![signing_key(KEY).expect("a hex key")],
             money_from: MoneyFrom::Notifications,
+            merchant_accounts: None,
         }
     }
 
@@ -455,7 +479,7 @@ mod tests {
         assert_eq!(
             ids,
             [
-                "REPORT_AVAILABLE:settlement_detail_report_batch_4.csv",
+                "REPORT_AVAILABLE:SettleShop:settlement_detail_report_batch_4.csv",
                 "CAPTURE:8816000000000101",
                 "CAPTURE_FAILED:8816000000000102"
             ],
@@ -516,6 +540,55 @@ mod tests {
                 .iter()
                 .all(|e| matches!(e.content, Content::Valid(_)))
         );
+    }
+
+    /// Batches are numbered per merchant account: two accounts' batch 8 are two reports, and a
+    /// source restricted to some accounts records nothing of another's.
+    #[test]
+    fn two_merchant_accounts_reports_of_one_batch_number_are_two_events() {
+        let report = |merchant: &str| {
+            json!({"NotificationRequestItem": {"amount": {"currency": "EUR", "value": 0},
+                "eventCode": "REPORT_AVAILABLE", "eventDate": "2026-12-01T04:00:00+01:00",
+                "merchantAccountCode": merchant, "merchantReference": "",
+                "pspReference": "settlement_detail_report_batch_8.csv",
+                "reason": format!("https://ca-live.adyen.com/reports/download/MerchantAccount/{merchant}/settlement_detail_report_batch_8.csv"),
+                "success": "true"}})
+        };
+        let body = json!({"notificationItems": [report("ShopEU"), report("ShopUS")]});
+        let reports = source().with_money_from(MoneyFrom::Reports);
+        let Ok(Adapted::Events(events)) = adapt(&reports, &body) else {
+            panic!("adapted")
+        };
+        let ids: Vec<String> = events.iter().map(|e| e.external_id.to_string()).collect();
+        assert_eq!(
+            ids,
+            [
+                "REPORT_AVAILABLE:ShopEU:settlement_detail_report_batch_8.csv",
+                "REPORT_AVAILABLE:ShopUS:settlement_detail_report_batch_8.csv"
+            ]
+        );
+        let merchants: Vec<String> = events
+            .iter()
+            .map(|e| match named(&e.content) {
+                AdyenTrigger::Report(trigger) => trigger.merchant_account,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(merchants, ["ShopEU", "ShopUS"]);
+        let only_eu = Receiver {
+            merchant_accounts: Some(vec!["ShopEU".to_owned()]),
+            ..source().with_money_from(MoneyFrom::Reports)
+        };
+        let Ok(Adapted::Events(events)) = adapt(&only_eu, &body) else {
+            panic!("adapted")
+        };
+        assert_eq!(events.len(), 1);
+        assert!(events[0].external_id.as_str().contains(":ShopEU:"));
+        let only_us_items = json!({"notificationItems": [report("ShopUS")]});
+        assert!(matches!(
+            adapt(&only_eu, &only_us_items),
+            Ok(Adapted::Ignored(Ignore::OtherAccount))
+        ));
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Resolving an Adyen event. A sale (or its failure) needs no call: one movement, a receivable
 //! in the shopper's currency that the report's `Settled` line clears. A settlement details
 //! report is downloaded whole to a temporary file, read once to check every line (a report that
-//! does not parse or add up posts nothing), then read again in chunks of [`CHUNK_ENTRIES`]
+//! does not parse, or holds a line whose net cannot be read, posts nothing; a line that does not
+//! add up or whose record type settle has no account for is booked to suspense on its own), then
+//! read again in chunks of [`CHUNK_ENTRIES`]
 //! entries, each chunk posted in its own transaction, each line by its key. The event is marked
 //! posted with the last chunk; a run that stops half way is run again and finds the lines it
 //! posted already posted (with the same facts), so a report never holds the database for longer
-//! than a chunk, nor the worker's memory for more than one.
+//! than a chunk, nor the worker's memory for more than one. Each line is keyed and paid out by
+//! its own merchant account's batch: a report may hold several merchant accounts' lines.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -18,7 +21,7 @@ use ledger::trigger::Trigger;
 use ledger::{PayoutId, PostError, ProviderError, SourceName};
 
 use super::download::AdyenReports;
-use super::report::{Report, ReportError, ReportLine, batch_of, batch_payout};
+use super::report::{Report, ReportError, ReportLine, batch_payout};
 use super::trigger::{AdyenReportTrigger, AdyenSaleTrigger, AdyenTrigger};
 use crate::seam::{Chunks, Resolution, Resolve};
 
@@ -31,6 +34,8 @@ pub const CHUNK_ENTRIES: usize = 500;
 pub(crate) struct Resolver {
     pub(crate) source: SourceName,
     pub(crate) reports: Option<AdyenReports>,
+    /// The merchant accounts booked (`None`: every one).
+    pub(crate) merchant_accounts: Option<Vec<String>>,
 }
 
 impl Resolve for Resolver {
@@ -49,7 +54,9 @@ impl Resolve for Resolver {
                         .reports
                         .as_ref()
                         .ok_or_else(|| ProviderError::NotConfigured(self.source.to_string()))?;
-                    let chunks = open_report(reports, &self.source, &report, accounts).await?;
+                    let booked = self.merchant_accounts.clone();
+                    let chunks =
+                        open_report(reports, &self.source, &report, booked, accounts).await?;
                     Ok(Resolution::Chunked(Box::new(chunks)))
                 }
             }
@@ -83,9 +90,40 @@ struct ReportChunks {
     _file: tempfile::NamedTempFile,
     report: Report<BufReader<File>>,
     source: SourceName,
-    batch: String,
-    payout: PayoutId,
+    /// Whose lines it books and how they are keyed.
+    lines: LinesOf,
     accounts: Accounts,
+}
+
+/// How a report's lines are placed: each in its own merchant account's batch (a report may hold
+/// several), the batch by its `Batch Number` or the file's name; lines of a merchant account the
+/// source does not book are skipped (counted).
+#[derive(Clone, Debug)]
+struct LinesOf {
+    file: String,
+    /// The merchant account the notification named: a line that names none is its.
+    merchant_account: String,
+    booked: Option<Vec<String>>,
+}
+
+impl LinesOf {
+    fn books(&self, line: &ReportLine) -> bool {
+        let merchant = line.merchant_account(&self.merchant_account);
+        self.booked
+            .as_ref()
+            .is_none_or(|booked| booked.iter().any(|b| b == merchant))
+    }
+
+    /// The line's batch and the payout that pays it out.
+    fn batch(&self, line: &ReportLine) -> Result<(String, PayoutId), ReportError> {
+        let merchant = line.merchant_account(&self.merchant_account);
+        let batch = line.batch(&self.file);
+        let payout = batch_payout(merchant, &batch).map_err(|e| ReportError::Line {
+            line: line.line,
+            detail: format!("merchant account {merchant:?}, batch {batch:?}: {e}"),
+        })?;
+        Ok((batch, payout))
+    }
 }
 
 /// Downloads the report `trigger` names and checks every line.
@@ -93,29 +131,28 @@ async fn open_report(
     reports: &AdyenReports,
     source: &SourceName,
     trigger: &AdyenReportTrigger,
+    booked: Option<Vec<String>>,
     accounts: &Accounts,
 ) -> Result<ReportChunks, PostError> {
     let file = reports.download(&trigger.url).await?;
     let path = file.path().to_owned();
-    // The first reading checks every line and finds the batch.
-    let checked = {
-        let (path, source, file_name, merchant) = (
-            path.clone(),
-            source.clone(),
-            trigger.file.clone(),
-            trigger.merchant_account.clone(),
-        );
-        tokio::task::spawn_blocking(move || check(&path, &source, &file_name, &merchant))
-            .await
-            .map_err(|e| ProviderError::Response(format!("checking the report: {e}")))?
+    let lines = LinesOf {
+        file: trigger.file.clone(),
+        merchant_account: trigger.merchant_account.clone(),
+        booked,
     };
-    let (batch, payout) = checked?;
+    // The first reading checks every line can be booked.
+    {
+        let (path, source, lines) = (path.clone(), source.clone(), lines.clone());
+        tokio::task::spawn_blocking(move || check(&path, &source, &lines))
+            .await
+            .map_err(|e| ProviderError::Response(format!("checking the report: {e}")))??;
+    }
     Ok(ReportChunks {
         report: open(&path)?,
         _file: file,
         source: source.clone(),
-        batch,
-        payout,
+        lines,
         accounts: accounts.clone(),
     })
 }
@@ -137,14 +174,20 @@ impl ReportChunks {
                 break;
             };
             let line = line.map_err(report_error)?;
+            if !self.lines.books(&line) {
+                metrics::counter!("settle_adyen_report_lines_of_other_merchant_accounts_total",
+                    "source" => self.source.to_string())
+                .increment(1);
+                continue;
+            }
             entries.extend(
-                line_entries(&line, &self.source, &self.batch, &self.payout, &self.accounts)
+                line_entries(&line, &self.source, &self.lines, &self.accounts)
                     .map_err(report_error)?,
             );
         }
         Ok(Resolved {
             entries,
-            payout: Some(self.payout.clone()),
+            payout: None,
             partial: !end,
         })
     }
@@ -160,48 +203,33 @@ fn open(path: &PathBuf) -> Result<Report<BufReader<File>>, PostError> {
     Report::new(BufReader::new(file)).map_err(report_error)
 }
 
-/// Reads every line: each must parse and add up, all of one batch. Answers the batch and its
-/// payout.
-fn check(
-    path: &PathBuf,
-    source: &SourceName,
-    file_name: &str,
-    merchant: &str,
-) -> Result<(String, PayoutId), PostError> {
+/// Reads every line: each must parse and be bookable (a line settle cannot place is booked to
+/// suspense; one whose net cannot be read is not bookable at all).
+fn check(path: &PathBuf, source: &SourceName, lines: &LinesOf) -> Result<(), PostError> {
     let mut report = open(path)?;
-    let payout_of = |batch: &str| {
-        batch_payout(merchant, batch).map_err(|e| {
-            PostError::from(ProviderError::Facts(format!(
-                "settlement details report: merchant account {merchant:?}, batch {batch:?}: {e}"
-            )))
-        })
-    };
-    let provisional = payout_of("0")?;
-    let mut lines = 0u64;
+    let mut read = 0u64;
     while let Some(line) = report.next_line() {
         line.and_then(|line| {
-            line.movement(source, "0", &provisional)?;
+            let (batch, payout) = lines.batch(&line)?;
+            line.movement(source, &batch, &payout)?;
             line.sale(source)
         })
         .map_err(report_error)?;
-        lines += 1;
+        read += 1;
     }
-    if lines == 0 {
+    if read == 0 {
         return Err(report_error(ReportError::Empty));
     }
-    let batch = batch_of(file_name, report.batch_number());
-    let payout = payout_of(&batch)?;
-    Ok((batch, payout))
+    Ok(())
 }
 
 /// A line's entries: the sale a `Settled` line settles (booked once, here or by its `CAPTURE`
 /// notification, whichever comes first; not paid out by the batch), then the line's own movement
-/// (none for a line that moves no money), paid out by the batch.
+/// (none for a line that moves no money), paid out by its batch.
 fn line_entries(
     line: &ReportLine,
     source: &SourceName,
-    batch: &str,
-    payout: &PayoutId,
+    lines: &LinesOf,
     accounts: &Accounts,
 ) -> Result<Vec<MovementEntry>, ReportError> {
     let mut entries = Vec::with_capacity(2);
@@ -209,10 +237,11 @@ fn line_entries(
         let draft = posting::draft_receivable(&sale, accounts);
         entries.push(MovementEntry::unpaid(sale, draft));
     }
-    let movement = line.movement(source, batch, payout)?;
+    let (batch, payout) = lines.batch(line)?;
+    let movement = line.movement(source, &batch, &payout)?;
     if !movement.is_zero() {
         let draft = posting::draft_movement(&movement, accounts);
-        entries.push(MovementEntry::new(movement, draft));
+        entries.push(MovementEntry::paid_by(movement, draft, payout));
     }
     Ok(entries)
 }
@@ -220,4 +249,43 @@ fn line_entries(
 /// A report's own fault: permanent, nothing of it posted.
 fn report_error(error: ReportError) -> PostError {
     ProviderError::Facts(format!("settlement details report: {error}")).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "Company Account,Merchant Account,Psp Reference,Merchant Reference,Payment Method,Creation Date,TimeZone,Type,Modification Reference,Gross Currency,Gross Debit (GC),Gross Credit (GC),Exchange Rate,Net Currency,Net Debit (NC),Net Credit (NC),Commission (NC),Markup (NC),Scheme Fees (NC),Interchange (NC),Payment Method Variant,Modification Merchant Reference,Batch Number";
+
+    /// Each line is placed in its own merchant account's batch (the notification's account and
+    /// the file's number where the line names none), and a source restricted to some merchant
+    /// accounts books no line of another.
+    #[test]
+    fn each_line_is_its_own_merchant_accounts_and_only_booked_accounts_are_booked() {
+        let csv = format!(
+            "{HEADER}\nC,ShopEU,,,,2026-12-03 10:00:00,UTC,Fee,f,,,,,EUR,1.00,,,,,,,,9\nC,ShopUS,,,,2026-12-03 10:00:00,UTC,Fee,f,,,,,USD,1.00,,,,,,,,12\nC,,,,,2026-12-03 10:00:00,UTC,Fee,f,,,,,EUR,1.00,,,,,,,,\n"
+        );
+        let mut report = Report::new(csv.as_bytes()).expect("header");
+        let lines: Vec<ReportLine> = std::iter::from_fn(|| report.next_line())
+            .map(|line| line.expect("a line"))
+            .collect();
+        let of = |booked: Option<Vec<String>>| LinesOf {
+            file: "settlement_detail_report_batch_4.csv".to_owned(),
+            merchant_account: "ShopEU".to_owned(),
+            booked,
+        };
+        let every = of(None);
+        let placed: Vec<String> = lines
+            .iter()
+            .map(|line| every.batch(line).expect("placed").1.as_str().to_owned())
+            .collect();
+        assert_eq!(
+            placed,
+            ["ShopEU:batch:9", "ShopUS:batch:12", "ShopEU:batch:4"]
+        );
+        assert!(lines.iter().all(|line| every.books(line)));
+        let eu = of(Some(vec!["ShopEU".to_owned()]));
+        let booked: Vec<bool> = lines.iter().map(|line| eu.books(line)).collect();
+        assert_eq!(booked, [true, false, true]);
+    }
 }

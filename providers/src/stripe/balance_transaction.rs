@@ -84,7 +84,7 @@ impl BalanceTransaction {
 
 /// The account a balance transaction of a category settle does not know goes to, for a person
 /// to classify: never silently an adjustment, never a refused transaction.
-pub const SUSPENSE: &str = "suspense:{source}";
+pub use ledger::posting::SUSPENSE;
 
 /// Stripe's chart of accounts: how each reporting category Stripe publishes
 /// (`fixtures/stripe/reporting_categories.json` names the source; a test walks the list) posts.

@@ -115,6 +115,8 @@ struct Fake {
     synthesize: std::sync::atomic::AtomicBool,
     seen: Mutex<Vec<Seen>>,
     requests: std::sync::atomic::AtomicU64,
+    /// Requests received, by the Unix second they arrived in.
+    by_second: Mutex<std::collections::BTreeMap<u64, u32>>,
     limits: Mutex<Option<RateLimits>>,
     counted: Mutex<Counted>,
     rate_limited: std::sync::atomic::AtomicU64,
@@ -145,6 +147,7 @@ impl FakeStripe {
             synthesize: false.into(),
             seen: Mutex::default(),
             requests: 0.into(),
+            by_second: Mutex::default(),
             limits: Mutex::default(),
             counted: Mutex::default(),
             rate_limited: 0.into(),
@@ -286,6 +289,18 @@ impl FakeStripe {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// How many requests arrived in each Unix second from `since` on (seconds with none
+    /// included as 0), oldest first.
+    pub fn requests_by_second(&self, since: u64) -> Vec<u32> {
+        let Ok(by_second) = self.fake.by_second.lock() else {
+            return Vec::new();
+        };
+        let last = by_second.keys().next_back().copied().unwrap_or(since);
+        (since..=last)
+            .map(|second| by_second.get(&second).copied().unwrap_or(0))
+            .collect()
+    }
+
     fn objects(&self) -> std::sync::MutexGuard<'_, Objects> {
         self.fake
             .objects
@@ -349,6 +364,9 @@ fn id_of(object: &Value) -> String {
 async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Option<Response> {
     fake.requests
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Ok(mut by_second) = fake.by_second.lock() {
+        *by_second.entry(unix_second()).or_default() += 1;
+    }
     let header_text = |name: &str| {
         headers
             .get(name)
@@ -419,6 +437,12 @@ async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Opt
 
 /// Counts a request against the enforced limits (in whole seconds of the wall clock): whether
 /// it is over them. A request over them is not counted.
+fn unix_second() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 fn over_limits(fake: &Fake, path: &str) -> bool {
     let Some(limits) = fake.limits.lock().ok().and_then(|l| *l) else {
         return false;
@@ -428,9 +452,7 @@ fn over_limits(fake: &Fake, path: &str) -> bool {
         Some((at, _)) => format!("{}/:id", &path[..at]),
         None => path.to_owned(),
     };
-    let second = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let second = unix_second();
     let Ok(mut counted) = fake.counted.lock() else {
         return false;
     };

@@ -149,6 +149,52 @@ async fn check_edited(scratch: &Scratch, from: &str, to: &str) -> (Ran, usize) {
     (ran, line)
 }
 
+/// An Adyen source without report credentials books gross amounts only: settle refuses it
+/// unless it says so (`money_from = "notifications"`), and then `config check` says what its
+/// books lack.
+#[tokio::test]
+async fn an_adyen_source_booking_gross_amounts_only_must_say_so_and_is_told_what_it_lacks() {
+    let scratch = Scratch::new();
+    let check = |adyen_keys: &str| {
+        let text = good_file().replace(
+            "[log]",
+            &format!(
+                "[[sources]]\nname = \"shop\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\n{adyen_keys}\n[log]"
+            ),
+        );
+        scratch.write("settle.toml", &text);
+        settle(
+            &scratch.dir,
+            &["config", "check"],
+            &[("CLI_CHECK_STRIPE_KEY", STRIPE_KEY)],
+        )
+    };
+    let ran = check("").await;
+    assert!(!ran.success);
+    assert!(
+        ran.stderr.contains("source shop")
+            && ran.stderr.contains("sources.2.money_from")
+            && ran.stderr.contains("say money_from = \"notifications\""),
+        "{}",
+        ran.stderr
+    );
+    let ran = check("money_from = \"notifications\"\n").await;
+    assert!(ran.success, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("settle: source shop: money_from = \"notifications\"")
+            && ran
+                .stderr
+                .contains("no fees, no settlement currency, no payouts"),
+        "{}",
+        ran.stderr
+    );
+    // With a report user it books from the reports, no money_from needed, nothing to say.
+    let ran = check("report_user = \"report@Company.Settle\"\nreport_password = \"pw\"\n").await;
+    assert!(ran.success, "{}", ran.stderr);
+    assert!(!ran.stderr.contains("source shop"), "{}", ran.stderr);
+}
+
 #[tokio::test]
 async fn a_bad_key_is_named_with_its_line_and_the_key_it_resembles() {
     let scratch = Scratch::new();

@@ -582,6 +582,12 @@ async fn ops_pauses_and_resumes_a_source_from_the_browser() {
     let browser = Browser::start().await;
     browser.log_in(&app, OPS_TOKEN).await;
     browser.open(&app, "/dashboard/sources").await;
+    // The Adyen source books from notifications: the page says its books hold gross amounts only.
+    let note = browser.text("#note-adyen-0").await;
+    assert!(
+        note.contains("adyen") && note.contains("no fees, no settlement currency, no payouts"),
+        "{note}"
+    );
     browser
         .submit("pause-std-reason", "bad deploy upstream", "pause-std")
         .await;
