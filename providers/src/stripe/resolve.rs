@@ -166,10 +166,15 @@ async fn each_listed(
 const LISTINGS_MAX: usize = 8;
 /// At most this many parts the rest of a span is cut into after its first page.
 const PARTS_MAX: i64 = 32;
+/// At most this many parts the rest of a span is cut into after a page within one second (a
+/// burst): each part whose own first page is as dense is cut again, into its seconds, so a
+/// burst's seconds are all being listed two requests after its first page, and the quiet
+/// seconds around it cost a request per part, not one each.
+const DENSE_PARTS: i64 = 8;
 /// About this many pages a part holds by its first page's density (each part's last page is
 /// short: the fewer parts, the fewer requests beyond the listing's own; a denser part than it
 /// seemed is cut again).
-const PAGES_PER_PART: i64 = 8;
+const PAGES_PER_PART: i64 = 16;
 /// At most this many pages of a window listed and not yet posted (what a window holds in
 /// memory beyond the page being posted).
 const PAGES_AHEAD: usize = 16;
@@ -372,9 +377,10 @@ fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), P
 /// How to list what remains of `(from, to)` once a page that began at `to` ended with `after`,
 /// created at `at` (Stripe lists newest first): nothing (page after page, as it is) unless the
 /// rest holds at least two parts' worth of pages by the page's density, or the page fell within
-/// one second (at least a page a second: the rest is cut into its seconds, at most
-/// [`PARTS_MAX`] parts); then the rest of second `at` after `after`, and `[from, at)` cut into
-/// parts of whole seconds, about [`PAGES_PER_PART`] pages each.
+/// one second (at least a page a second: the rest is cut into its seconds, or into
+/// [`DENSE_PARTS`] parts when it holds more, each cut again as its own pages show); then the
+/// rest of second `at` after `after`, and `[from, at)` cut into parts of whole seconds, about
+/// [`PAGES_PER_PART`] pages each (at most [`PARTS_MAX`]).
 fn rest_of_window((from, to): (i64, i64), at: i64, after: &str) -> Vec<Part> {
     let rest = at - from;
     if rest <= 0 {
@@ -384,7 +390,7 @@ fn rest_of_window((from, to): (i64, i64), at: i64, after: &str) -> Vec<Part> {
     let first = (to - at).max(1);
     let pages = (rest + first - 1) / first;
     let count = match first {
-        1 => rest,
+        1 => rest.min(DENSE_PARTS),
         _ => (pages + PAGES_PER_PART - 1) / PAGES_PER_PART,
     }
     .min(PARTS_MAX)
@@ -659,7 +665,7 @@ mod tests {
     fn the_rest_of_a_window_is_cut_by_the_first_pages_density() {
         let after = "txn_x";
         // The first page held [9_900, 10_000): about 99 more pages' worth in [0, 9_900), in
-        // parts of about eight pages.
+        // parts of about sixteen pages.
         let parts = rest_of_window((0, 10_000), 9_900, after);
         assert_eq!(
             parts[0],
@@ -669,14 +675,15 @@ mod tests {
             }
         );
         let spans: Vec<(i64, i64)> = parts[1..].iter().map(|p| p.span).collect();
-        assert_eq!(spans.len(), 13);
+        assert_eq!(spans.len(), 7);
         assert_eq!(spans.first().map(|s| s.0), Some(0));
         assert_eq!(spans.last().map(|s| s.1), Some(9_900));
         assert!(spans.windows(2).all(|w| w[0].1 == w[1].0));
         // A page within one second: at least a page a second, so the rest is cut into its
-        // seconds (at most `PARTS_MAX` parts).
-        assert_eq!(rest_of_window((0, 1_000), 999, after).len(), 1 + PARTS_MAX as usize);
-        assert_eq!(rest_of_window((0, 10), 9, after).len(), 1 + 9);
+        // seconds, or into `DENSE_PARTS` parts that cut themselves again.
+        assert_eq!(rest_of_window((0, 1_000), 999, after).len(), 1 + DENSE_PARTS as usize);
+        assert_eq!(rest_of_window((0, 10), 9, after).len(), 1 + DENSE_PARTS as usize);
+        assert_eq!(rest_of_window((0, 5), 4, after).len(), 1 + 4);
         // A few pages' worth left: read page after page.
         assert!(rest_of_window((0, 1_000), 700, after).is_empty());
         assert!(rest_of_window((0, 100_000), 99_000, after).len() > 1);
