@@ -179,6 +179,30 @@ pub enum ReconciliationStatus {
     MissingItems,
     /// The payout was posted and then reversed by its failure.
     Reversed,
+    /// No payout: the items' net was carried to another payout (a settlement batch closing
+    /// into the next) by items marked [`CARRIED_DETAIL`], every currency's net nothing.
+    CarriedForward,
+}
+
+/// The key of an entry's details that says it moves the provider balance from one payout to
+/// another (a settlement batch closing into the next, or one receiving what the last carried):
+/// a payout whose items net to nothing through such items, with no payout, was carried forward,
+/// not missed.
+pub const CARRIED_DETAIL: &str = "carried_between_payouts";
+
+/// One currency of a payout's reconciliation: a provider pays a batch out once per currency it
+/// settles in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct CurrencyReconciliation {
+    pub currency: String,
+    pub status: ReconciliationStatus,
+    /// What the payouts in this currency paid (none: no payout in it).
+    pub payout_amount: Option<String>,
+    pub items_net: String,
+    /// `payout_amount - items_net`.
+    pub difference: String,
+    /// What the items carried to another payout (the carried items' net, negated), if any did.
+    pub carried_forward: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
@@ -194,13 +218,16 @@ pub struct ReconciliationItem {
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct Reconciliation {
     pub payout_id: String,
+    /// Every currency's status together: matched only when every currency is.
     pub status: ReconciliationStatus,
+    /// The first currency's (the payout's) figures; `by_currency` holds every currency's.
     pub currency: Option<String>,
     pub payout_entry_id: Option<i64>,
     pub payout_amount: Option<String>,
     pub items_net: String,
     /// `payout_amount - items_net`.
     pub difference: String,
+    pub by_currency: Vec<CurrencyReconciliation>,
     pub items: Vec<ReconciliationItem>,
 }
 
@@ -278,36 +305,92 @@ pub fn balance_effect(
     Ok((event.balance_effect(), event.currency().code().to_owned()))
 }
 
-/// Compares a payout with its items. `payout`: `(entry id, amount, currency, reversed)`.
+/// A payout entry as [`reconcile`] reads it: `(entry id, amount, currency, reversed)`.
+pub type PayoutEntry = (i64, Decimal, String, bool);
+
+/// An item as [`reconcile`] reads it: the item, its net and currency, and whether it carries
+/// the balance between payouts ([`CARRIED_DETAIL`]).
+pub type PayoutItem = (ReconciliationItem, Decimal, String, bool);
+
+/// Compares a payout with its items, currency by currency: a batch paid out once per settlement
+/// currency has a payout entry in each.
 pub fn reconcile(
     payout_id: &str,
-    payout: Option<(i64, Decimal, String, bool)>,
-    items: Vec<(ReconciliationItem, Decimal, String)>,
+    payouts: Vec<PayoutEntry>,
+    items: Vec<PayoutItem>,
 ) -> Reconciliation {
-    let currency = payout
-        .as_ref()
-        .map(|p| p.2.clone())
-        .or_else(|| items.first().map(|i| i.2.clone()));
-    let currency_text = currency.clone().unwrap_or_default();
-    let mixed = items.iter().any(|(_, _, c)| Some(c) != currency.as_ref());
-    let items_net: Decimal = items.iter().map(|(_, net, _)| *net).sum();
-    let payout_amount = payout.as_ref().map(|p| p.1).unwrap_or_default();
-    let status = match &payout {
-        Some((_, _, _, true)) => ReconciliationStatus::Reversed,
-        None => ReconciliationStatus::MissingPayout,
-        Some(_) if items.is_empty() => ReconciliationStatus::MissingItems,
-        Some(_) if !mixed && payout_amount == items_net => ReconciliationStatus::Matched,
-        Some(_) => ReconciliationStatus::Unmatched,
+    let mut currencies: Vec<String> = Vec::new();
+    for currency in payouts
+        .iter()
+        .map(|p| &p.2)
+        .chain(items.iter().map(|i| &i.2))
+    {
+        if !currencies.contains(currency) {
+            currencies.push(currency.clone());
+        }
+    }
+    let reversed = payouts.iter().any(|p| p.3);
+    let by_currency: Vec<CurrencyReconciliation> = currencies
+        .iter()
+        .map(|currency| {
+            let paid: Vec<Decimal> = payouts
+                .iter()
+                .filter(|p| &p.2 == currency)
+                .map(|p| p.1)
+                .collect();
+            let mine = || items.iter().filter(|i| &i.2 == currency);
+            let items_net: Decimal = mine().map(|i| i.1).sum();
+            let carried: Option<Decimal> = mine()
+                .any(|i| i.3)
+                .then(|| -mine().filter(|i| i.3).map(|i| i.1).sum::<Decimal>());
+            let payout_amount: Option<Decimal> = (!paid.is_empty()).then(|| paid.iter().sum());
+            let status = match payout_amount {
+                _ if reversed => ReconciliationStatus::Reversed,
+                Some(_) if mine().next().is_none() => ReconciliationStatus::MissingItems,
+                Some(amount) if amount == items_net => ReconciliationStatus::Matched,
+                Some(_) => ReconciliationStatus::Unmatched,
+                None if carried.is_some() && items_net.is_zero() => {
+                    ReconciliationStatus::CarriedForward
+                }
+                None => ReconciliationStatus::MissingPayout,
+            };
+            CurrencyReconciliation {
+                currency: currency.clone(),
+                status,
+                payout_amount: payout_amount.map(|a| exact(a, currency)),
+                items_net: exact(items_net, currency),
+                difference: exact(payout_amount.unwrap_or_default() - items_net, currency),
+                carried_forward: carried.map(|c| exact(c, currency)),
+            }
+        })
+        .collect();
+    let statuses: Vec<ReconciliationStatus> = by_currency.iter().map(|c| c.status).collect();
+    let all = |wanted: &[ReconciliationStatus]| statuses.iter().all(|s| wanted.contains(s));
+    use ReconciliationStatus::*;
+    let status = if reversed {
+        Reversed
+    } else if !payouts.is_empty() && items.is_empty() {
+        MissingItems
+    } else if all(&[Matched]) {
+        Matched
+    } else if all(&[Matched, CarriedForward]) {
+        CarriedForward
+    } else if payouts.is_empty() {
+        MissingPayout
+    } else {
+        Unmatched
     };
+    let first = by_currency.first();
     Reconciliation {
         payout_id: payout_id.to_owned(),
         status,
-        currency,
-        payout_entry_id: payout.as_ref().map(|p| p.0),
-        payout_amount: payout.as_ref().map(|p| exact(p.1, &p.2)),
-        items_net: exact(items_net, &currency_text),
-        difference: exact(payout_amount - items_net, &currency_text),
-        items: items.into_iter().map(|(item, _, _)| item).collect(),
+        currency: first.map(|c| c.currency.clone()),
+        payout_entry_id: payouts.first().map(|p| p.0),
+        payout_amount: first.and_then(|c| c.payout_amount.clone()),
+        items_net: first.map_or_else(|| "0".to_owned(), |c| c.items_net.clone()),
+        difference: first.map_or_else(|| "0".to_owned(), |c| c.difference.clone()),
+        items: items.into_iter().map(|(item, ..)| item).collect(),
+        by_currency,
     }
 }
 
@@ -337,7 +420,7 @@ mod tests {
         check("0", "USD", "0.00");
     }
 
-    fn item(net: &str) -> (ReconciliationItem, Decimal, String) {
+    fn item_in(net: &str, currency: &str, carried: bool) -> PayoutItem {
         let item = ReconciliationItem {
             entry_id: 1,
             kind: "charge_settled".into(),
@@ -345,18 +428,27 @@ mod tests {
             effective_date: NaiveDate::default(),
             net: net.into(),
         };
-        (item, net.parse().expect("decimal"), "USD".into())
+        (
+            item,
+            net.parse().expect("decimal"),
+            currency.into(),
+            carried,
+        )
+    }
+
+    fn item(net: &str) -> PayoutItem {
+        item_in(net, "USD", false)
     }
 
     #[test]
     fn reconciliation_statuses() {
         let payout = |amount: &str, reversed| {
-            Some((
+            vec![(
                 9,
                 amount.parse().expect("decimal"),
                 "USD".to_owned(),
                 reversed,
-            ))
+            )]
         };
         let check = |r: Reconciliation, status, difference: &str| {
             assert_eq!(r.status, status);
@@ -377,7 +469,7 @@ mod tests {
             "3.20",
         );
         check(
-            reconcile("po", None, vec![item("96.80")]),
+            reconcile("po", Vec::new(), vec![item("96.80")]),
             ReconciliationStatus::MissingPayout,
             "-96.80",
         );
@@ -391,5 +483,75 @@ mod tests {
             ReconciliationStatus::Reversed,
             "0.00",
         );
+    }
+
+    /// A batch paid out in two currencies is matched only when both payouts are; a batch that
+    /// closes into the next one with no payout is carried forward, with the amount.
+    #[test]
+    fn every_currency_is_compared_and_a_carried_batch_is_not_a_missing_payout() {
+        let paid = |amount: &str, currency: &str| {
+            (
+                9,
+                amount.parse().expect("decimal"),
+                currency.to_owned(),
+                false,
+            )
+        };
+        let two = reconcile(
+            "M:batch:7",
+            vec![paid("96.80", "EUR"), paid("45.00", "GBP")],
+            vec![
+                item_in("96.80", "EUR", false),
+                item_in("45.00", "GBP", false),
+            ],
+        );
+        assert_eq!(two.status, ReconciliationStatus::Matched);
+        assert_eq!(two.by_currency.len(), 2);
+        assert_eq!(two.by_currency[1].payout_amount.as_deref(), Some("45.00"));
+        let short = reconcile(
+            "M:batch:7",
+            vec![paid("96.80", "EUR"), paid("44.00", "GBP")],
+            vec![
+                item_in("96.80", "EUR", false),
+                item_in("45.00", "GBP", false),
+            ],
+        );
+        assert_eq!(short.status, ReconciliationStatus::Unmatched);
+        assert_eq!(short.by_currency[1].difference, "-1.00");
+        // Sales of 100, fees of 3, the 97 left carried to the next batch: no payout, nothing missed.
+        let carried = reconcile(
+            "M:batch:8",
+            Vec::new(),
+            vec![
+                item_in("100.00", "EUR", false),
+                item_in("-3.00", "EUR", false),
+                item_in("-97.00", "EUR", true),
+            ],
+        );
+        assert_eq!(carried.status, ReconciliationStatus::CarriedForward);
+        assert_eq!(
+            carried.by_currency[0].carried_forward.as_deref(),
+            Some("97.00")
+        );
+        // The next batch receives it: its payout includes it.
+        let next = reconcile(
+            "M:batch:9",
+            vec![paid("147.00", "EUR")],
+            vec![
+                item_in("97.00", "EUR", true),
+                item_in("50.00", "EUR", false),
+            ],
+        );
+        assert_eq!(next.status, ReconciliationStatus::Matched);
+        // Carried items that do not account for all of it: a payout is missing.
+        let missing = reconcile(
+            "M:batch:8",
+            Vec::new(),
+            vec![
+                item_in("100.00", "EUR", false),
+                item_in("-97.00", "EUR", true),
+            ],
+        );
+        assert_eq!(missing.status, ReconciliationStatus::MissingPayout);
     }
 }

@@ -99,29 +99,28 @@ macro_rules! finance_reads {
                 &self,
                 payout_id: &str,
             ) -> Result<Option<Reconciliation>, StoreError> {
-                let payout = sqlx::query(
+                let payout_rows = sqlx::query(
                     "SELECT je.id, e.facts, je.details,
                             EXISTS (SELECT 1 FROM journal_entries r WHERE r.reverses_entry_id = je.id)
                             OR EXISTS (SELECT 1 FROM journal_entries f
                                        WHERE f.kind = 'payout_failed' AND f.payout_id = $1) AS reversed
                      FROM journal_entries je JOIN settlement_events e ON e.id = je.event_id
-                     WHERE je.kind = 'payout_paid' AND je.payout_id = $1 ORDER BY je.id LIMIT 1",
+                     WHERE je.kind = 'payout_paid' AND je.payout_id = $1 ORDER BY je.id",
                 )
                 .bind(payout_id)
-                .fetch_optional(&self.pool)
+                .fetch_all(&self.pool)
                 .await?;
-                let payout = match payout {
-                    Some(row) => {
-                        let (effect, currency) = effect(&row)?;
-                        Some((
-                            row.try_get("id")?,
-                            -effect,
-                            currency,
-                            row.try_get("reversed")?,
-                        ))
-                    }
-                    None => None,
-                };
+                // One payout entry per currency the payout paid in.
+                let mut payouts = Vec::with_capacity(payout_rows.len());
+                for row in &payout_rows {
+                    let (effect, currency) = effect(row)?;
+                    payouts.push((
+                        row.try_get("id")?,
+                        -effect,
+                        currency,
+                        row.try_get("reversed")?,
+                    ));
+                }
                 // The payout's items: entries carrying its id (other than the payout itself and its
                 // failure), and entries its provider listed as paid out by it.
                 let rows = sqlx::query(
@@ -135,7 +134,7 @@ macro_rules! finance_reads {
                 .bind(payout_id)
                 .fetch_all(&self.pool)
                 .await?;
-                if payout.is_none() && rows.is_empty() {
+                if payouts.is_empty() && rows.is_empty() {
                     return Ok(None);
                 }
                 let mut items = Vec::with_capacity(rows.len());
@@ -149,9 +148,15 @@ macro_rules! finance_reads {
                         effective_date,
                         net: exact(net, &currency),
                     };
-                    items.push((item, net, currency));
+                    let details: Option<serde_json::Value> = row.try_get("details")?;
+                    let carried = details
+                        .as_ref()
+                        .and_then(|d| d.get(CARRIED_DETAIL))
+                        .and_then(serde_json::Value::as_bool)
+                        .unwrap_or(false);
+                    items.push((item, net, currency, carried));
                 }
-                Ok(Some(reconcile(payout_id, payout, items)))
+                Ok(Some(reconcile(payout_id, payouts, items)))
             }
 
             pub(in crate::store) async fn payouts(

@@ -399,14 +399,34 @@ pub async fn reconcile(
                 return table::json(&reconciliation);
             }
             let r = &reconciliation;
-            println!("payout {}  {:?}", r.payout_id, r.status);
-            println!(
-                "  payout amount  {} {}",
-                or_dash(r.payout_amount.as_ref()),
-                or_dash(r.currency.as_ref())
+            println!("payout {}  {:?}\n", r.payout_id, r.status);
+            // A batch pays out once per currency it settles in; each is compared on its own.
+            let currencies: Vec<Vec<String>> = r
+                .by_currency
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.currency.clone(),
+                        format!("{:?}", c.status),
+                        or_dash(c.payout_amount.as_ref()),
+                        c.items_net.clone(),
+                        c.difference.clone(),
+                        or_dash(c.carried_forward.as_ref()),
+                    ]
+                })
+                .collect();
+            table::print(
+                &[
+                    "CUR",
+                    "STATUS",
+                    "PAYOUT",
+                    "ITEMS NET",
+                    "DIFFERENCE",
+                    "CARRIED FORWARD",
+                ],
+                &currencies,
             );
-            println!("  items net      {}", r.items_net);
-            println!("  difference     {}\n", r.difference);
+            println!();
             let rows: Vec<Vec<String>> = r
                 .items
                 .iter()

@@ -173,8 +173,14 @@ pub(super) async fn payout(
         &format!("Payout {id}"),
         Some(&session),
         html! {
-            p { "Status: " strong { (format!("{:?}", r.status)) } " · payout " (r.payout_amount.clone().unwrap_or_else(|| "-".into()))
-                " · items " (r.items_net) " · difference " (r.difference) " " (r.currency.clone().unwrap_or_default()) }
+            p { "Status: " strong id="payout-status" { (format!("{:?}", r.status)) } }
+            table id="payout-currencies" {
+                tr { th { "Currency" } th { "Status" } th.num { "Payout" } th.num { "Items net" } th.num { "Difference" } th.num { "Carried forward" } }
+                @for c in &r.by_currency {
+                    tr { td { (c.currency) } td { (format!("{:?}", c.status)) } td.num { (c.payout_amount.clone().unwrap_or_else(|| "-".into())) }
+                         td.num { (c.items_net) } td.num { (c.difference) } td.num { (c.carried_forward.clone().unwrap_or_else(|| "-".into())) } }
+                }
+            }
             table {
                 tr { th { "Entry" } th { "Date" } th { "Kind" } th { "Movement" } th.num { "Net" } }
                 @for i in &r.items { tr { td { (i.entry_id) } td { (i.effective_date) } td { (i.kind) } td { (i.movement_id) } td.num { (i.net) } } }

@@ -499,6 +499,10 @@ impl ReportLine {
         if let Some(review) = review {
             details["review"] = json!(review);
         }
+        if counter == Counter::Chart(CARRY_OVER) {
+            // What one batch carries to the next: its reconciliation says so.
+            details[ledger::finance::CARRIED_DETAIL] = json!(true);
+        }
         Movement::new(MovementParts {
             source_key: format!("{source}/settlement/{merchant}/{batch}/{}", self.identity),
             id,

@@ -16,6 +16,7 @@ tests::on_both_backends!(
     a_report_of_several_chunks_posted_twice_at_once_posts_each_line_once,
     receivables_are_cleared_taken_back_or_listed_and_a_report_disagreeing_with_a_capture_posts_nothing,
     each_merchant_accounts_batches_are_booked_and_what_settle_cannot_place_goes_to_suspense,
+    a_batch_paid_in_two_currencies_and_one_carried_to_the_next_reconcile,
 );
 
 const MERCHANT: &str = "SettleShop";
@@ -308,6 +309,95 @@ async fn each_merchant_accounts_batches_are_booked_and_what_settle_cannot_place_
         assert_eq!(batch["status"], "matched", "{batch}");
         assert_eq!(batch["payout_amount"], amount);
     }
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
+
+/// A batch pays out once per settlement currency: both payouts are compared. A batch whose
+/// balance Adyen carries to the next batch (a `Balancetransfer`) has no payout and is carried
+/// forward, not missing; the next batch's payout includes what it received.
+async fn a_batch_paid_in_two_currencies_and_one_carried_to_the_next_reconcile(backend: Backend) {
+    let (app, reports) = app(backend).await;
+    let header = String::from_utf8(fixture("settlement_detail_report_batch_8.csv")).expect("utf-8");
+    let header = header.lines().next().expect("header").to_owned();
+    let report = |lines: &[&str]| {
+        std::iter::once(header.as_str())
+            .chain(lines.iter().copied())
+            .collect::<Vec<_>>()
+            .join("\n")
+            .into_bytes()
+    };
+    let batches = [
+        (
+            20,
+            report(&[
+                "SettleCo,SettleShop,8816000000002001,o-1,visa,2026-12-01 09:00:00,CET,Settled,8816000000002101,EUR,,10.00,1,EUR,,9.75,0.25,,,,visa,,20,,,,,,,",
+                "SettleCo,SettleShop,8816000000002002,o-2,visa,2026-12-01 09:00:00,CET,Settled,8816000000002102,GBP,,10.00,1,GBP,,9.70,0.30,,,,visa,,20,,,,,,,",
+                "SettleCo,SettleShop,,,,2026-12-02 02:00:00,CET,MerchantPayout,\"batch 20, EUR\",EUR,,,,EUR,9.75,,,,,,,,20,,,,,,,",
+                "SettleCo,SettleShop,,,,2026-12-02 02:00:00,CET,MerchantPayout,\"batch 20, GBP\",GBP,,,,GBP,9.70,,,,,,,,20,,,,,,,",
+            ]),
+        ),
+        (
+            21,
+            report(&[
+                "SettleCo,SettleShop,8816000000002003,o-3,visa,2026-12-02 09:00:00,CET,Settled,8816000000002103,EUR,,20.00,1,EUR,,19.50,0.50,,,,visa,,21,,,,,,,",
+                "SettleCo,SettleShop,,,,2026-12-02 23:00:00,CET,Fee,Transaction Fees,EUR,,,,EUR,0.50,,,,,,,,21,,,,,,,",
+                "SettleCo,SettleShop,,,,2026-12-03 02:00:00,CET,Balancetransfer,Balancetransfer,EUR,,,,EUR,19.00,,,,,,,Balancetransfer to batch 22,21,,,,,,,",
+            ]),
+        ),
+        (
+            22,
+            report(&[
+                "SettleCo,SettleShop,,,,2026-12-03 02:00:00,CET,Balancetransfer,Balancetransfer,EUR,,,,EUR,,19.00,,,,,,Balancetransfer from batch 21,22,,,,,,,",
+                "SettleCo,SettleShop,8816000000002004,o-4,visa,2026-12-03 09:00:00,CET,Settled,8816000000002104,EUR,,10.00,1,EUR,,9.75,0.25,,,,visa,,22,,,,,,,",
+                "SettleCo,SettleShop,,,,2026-12-04 02:00:00,CET,MerchantPayout,\"batch 22\",EUR,,,,EUR,28.75,,,,,,,,22,,,,,,,",
+            ]),
+        ),
+    ];
+    for (batch, body) in batches {
+        let file = format!("settlement_detail_report_batch_{batch}.csv");
+        reports.put(&file, body);
+        announce(&app, &reports, &file).await;
+    }
+    app.wait_settled(60).await;
+
+    let twenty = reconciliation(&app, 20).await;
+    assert_eq!(twenty["status"], "matched", "{twenty}");
+    let currencies: Vec<(String, String, String)> = twenty["by_currency"]
+        .as_array()
+        .expect("currencies")
+        .iter()
+        .map(|c| {
+            (
+                c["currency"].as_str().unwrap_or_default().to_owned(),
+                c["status"].as_str().unwrap_or_default().to_owned(),
+                c["payout_amount"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        currencies,
+        [
+            ("EUR".to_owned(), "matched".to_owned(), "9.75".to_owned()),
+            ("GBP".to_owned(), "matched".to_owned(), "9.70".to_owned())
+        ]
+    );
+    let twenty_one = reconciliation(&app, 21).await;
+    assert_eq!(twenty_one["status"], "carried_forward", "{twenty_one}");
+    assert_eq!(twenty_one["by_currency"][0]["carried_forward"], "19.00");
+    assert_eq!(twenty_one["by_currency"][0]["payout_amount"], Value::Null);
+    let twenty_two = reconciliation(&app, 22).await;
+    assert_eq!(twenty_two["status"], "matched", "{twenty_two}");
+    assert_eq!(twenty_two["payout_amount"], "28.75");
+    assert_eq!(
+        app.lines_of("Balancetransfer").await,
+        [
+            "adyen:balance EUR -19",
+            "carry_over:adyen EUR 19",
+            "adyen:balance EUR 19",
+            "carry_over:adyen EUR -19"
+        ],
+        "what batch 21 carried, batch 22 cleared"
+    );
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }
 

@@ -583,6 +583,16 @@ async fn hledger_and_beancount_accept_the_exports_and_agree_with_settle_and_reje
     );
     let (ok, out) = run_settle(&config, url, &["reconcile", "payout", "po_USD_B", "--json"]).await;
     assert!(ok && out.contains("\"unmatched\""), "{out}");
+    // As a table: each currency's payout, items and difference.
+    let (ok, out) = run_settle(&config, url, &["reconcile", "payout", "po_USD_B"]).await;
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("USD"))
+        .unwrap_or_default();
+    assert!(
+        ok && out.contains("DIFFERENCE") && row.contains("Unmatched"),
+        "{out}"
+    );
     let (ok, out) = run_settle(&config, url, &["journal", "list", "--limit", "5", "--json"]).await;
     let page: Value = serde_json::from_str(&out).expect("json");
     assert!(

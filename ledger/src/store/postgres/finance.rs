@@ -9,8 +9,8 @@ use sqlx::postgres::PgRow;
 
 use super::PgStore;
 use crate::finance::{
-    BalanceQuery, BalanceRow, EntryView, JournalCursor, JournalFilter, JournalPage, LineView,
-    OpenReceivable, PayoutSummary, ReceivableRow, Reconciliation, ReconciliationItem,
+    BalanceQuery, BalanceRow, CARRIED_DETAIL, EntryView, JournalCursor, JournalFilter, JournalPage,
+    LineView, OpenReceivable, PayoutSummary, ReceivableRow, Reconciliation, ReconciliationItem,
     balance_effect, exact, reconcile,
 };
 use crate::store::StoreError;

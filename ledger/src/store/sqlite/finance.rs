@@ -10,8 +10,8 @@ use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
 use crate::finance::{
-    BalanceQuery, BalanceRow, EntryView, JournalCursor, JournalFilter, JournalPage, LineView,
-    OpenReceivable, PayoutSummary, ReceivableRow, Reconciliation, ReconciliationItem,
+    BalanceQuery, BalanceRow, CARRIED_DETAIL, EntryView, JournalCursor, JournalFilter, JournalPage,
+    LineView, OpenReceivable, PayoutSummary, ReceivableRow, Reconciliation, ReconciliationItem,
     balance_effect, exact, reconcile,
 };
 use crate::store::StoreError;
