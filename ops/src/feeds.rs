@@ -469,3 +469,76 @@ pub async fn coverage(
         not_listed,
     })
 }
+
+/// A source's numbered documents (settlement batches, per merchant account) beside the books: per
+/// series, the numbers booked, being fetched, in the dead letter or closed by a person, and the
+/// numbers missing between the first and the last recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct SequenceCoverage {
+    pub source: String,
+    pub series: Vec<SeriesCoverage>,
+}
+
+/// One series (an account at the provider: a merchant account's batches).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct SeriesCoverage {
+    pub series: String,
+    /// The first and the last number recorded.
+    pub first: Option<u64>,
+    pub last: Option<u64>,
+    /// How many are posted.
+    pub booked: usize,
+    /// Recorded, their jobs not done yet.
+    pub fetching: Vec<u64>,
+    pub dead_letter: Vec<u64>,
+    /// Abandoned or discarded by a person.
+    pub closed: Vec<u64>,
+    /// Between the first and the last, and not recorded: the provider has not served them yet.
+    pub missing: Vec<u64>,
+    /// When the oldest missing number was first known to be missing.
+    pub gap_since: Option<DateTime<Utc>>,
+}
+
+impl SequenceCoverage {
+    /// Nothing missing and nothing in the dead letter (what is being fetched is on its way).
+    pub fn complete(&self) -> bool {
+        self.series
+            .iter()
+            .all(|s| s.missing.is_empty() && s.dead_letter.is_empty())
+    }
+}
+
+/// `source`'s numbered documents as the books hold them.
+pub async fn sequence_coverage(
+    store: &Store,
+    source: &SourceName,
+    sequence: &dyn providers::Sequence,
+) -> anyhow::Result<SequenceCoverage> {
+    use workers::sequence::Held;
+    let numbers = |series: &workers::sequence::Series, held: Held| -> Vec<u64> {
+        series
+            .held
+            .iter()
+            .filter(|(_, h)| **h == held)
+            .map(|(n, _)| *n)
+            .collect()
+    };
+    let series = workers::sequence::series(store, source, sequence).await?;
+    Ok(SequenceCoverage {
+        source: source.to_string(),
+        series: series
+            .iter()
+            .map(|s| SeriesCoverage {
+                series: s.name.clone(),
+                first: s.first(),
+                last: s.last(),
+                booked: s.count(Held::Booked),
+                fetching: numbers(s, Held::Fetching),
+                dead_letter: numbers(s, Held::DeadLetter),
+                closed: numbers(s, Held::Closed),
+                missing: s.missing.clone(),
+                gap_since: s.gap_since,
+            })
+            .collect(),
+    })
+}

@@ -20,7 +20,7 @@ pub use budget::Budget;
 pub use config::{Key, KeyKind, Secret, Section, SectionError};
 pub use seam::{
     Acknowledgement, Adapted, Chunks, FeedSettings, FuzzTarget, Ignore, Listed, Provider,
-    ProviderLedger, Receive, Rejection, Resolution, Resolve, Sample, Unparseable,
+    ProviderLedger, Receive, Rejection, Resolution, Resolve, Sample, Sequence, Unparseable,
 };
 pub use signature::SignatureError;
 

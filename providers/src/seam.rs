@@ -21,7 +21,7 @@ use futures::future::BoxFuture;
 use http::HeaderMap;
 use ledger::posting::Accounts;
 use ledger::resolved::Resolved;
-use ledger::trigger::Trigger;
+use ledger::trigger::{Named, Trigger};
 use ledger::{Amount, Currency, NewEvent, PostError};
 
 use crate::budget::Budget;
@@ -209,6 +209,38 @@ pub trait Resolve: Send + Sync + fmt::Debug {
     fn ledger(&self) -> Option<&dyn ProviderLedger> {
         None
     }
+
+    /// The source's numbered documents, if the provider numbers what it publishes in series
+    /// and serves each by its number (ARCHITECTURE.md, Sequences).
+    fn sequence(&self) -> Option<&dyn Sequence> {
+        None
+    }
+}
+
+/// Documents a provider numbers 1, 2, 3... in series (one series per account at the provider)
+/// and serves by number, each recorded as an event of the source: settle notices a number
+/// missing between two it recorded, and the one after the last, and asks the provider for them,
+/// so a document whose notification never came is still booked.
+pub trait Sequence: Send + Sync {
+    /// The longest wait between two looks for the next document when no new one woke settle.
+    fn every(&self) -> std::time::Duration;
+
+    /// What the external ids of the documents' events start with.
+    fn prefix(&self) -> &'static str;
+
+    /// The series and number of a document's event, read from its external id; `None` for an
+    /// event that is not one of the numbered documents.
+    fn place(&self, external_id: &str) -> Option<(String, u64)>;
+
+    /// Asks the provider for document `number` of the series of `like` (the trigger of a
+    /// document of the series settle recorded): the external id and facts to record it under
+    /// if the provider serves it (the ones its notification would carry, so the two are one
+    /// event), `None` if it does not (yet).
+    fn probe<'a>(
+        &'a self,
+        like: &'a Trigger,
+        number: u64,
+    ) -> BoxFuture<'a, Result<Option<(String, Named)>, PostError>>;
 }
 
 /// What the provider's own books say.

@@ -43,20 +43,26 @@ pub fn report_available(file: &str, url: &str) -> Value {
 /// 10.00 gross, 0.25 commission) and the payout of their net, in the shape of
 /// `fixtures/adyen/settlement_detail_report_batch_7.csv`.
 pub fn report_of(lines: usize, batch: u32) -> Vec<u8> {
+    payments_of("SettleShop", 0, lines, batch)
+}
+
+/// [`report_of`] of merchant account `merchant`, its payments numbered from `first` (each batch
+/// its own payments).
+pub fn payments_of(merchant: &str, first: usize, lines: usize, batch: u32) -> Vec<u8> {
     let fixture =
         String::from_utf8(fixture("settlement_detail_report_batch_7.csv")).expect("utf-8");
     let header = fixture.lines().next().expect("header");
     let mut out = String::with_capacity(lines * 200);
     out.push_str(header);
     out.push('\n');
-    for i in 0..lines {
+    for i in first..first + lines {
         out.push_str(&format!(
-            "SettleCo,SettleShop,88{i:014},order-{i},visa,2026-11-30 09:15:02,CET,Settled,89{i:014},EUR,,10.00,1,EUR,,9.75,0.25,,,,visaclassic,,{batch},,,,,,,\n"
+            "SettleCo,{merchant},88{i:014},order-{i},visa,2026-11-30 09:15:02,CET,Settled,89{i:014},EUR,,10.00,1,EUR,,9.75,0.25,,,,visaclassic,,{batch},,,,,,,\n"
         ));
     }
     let payout = rust_decimal::Decimal::new(975, 2) * rust_decimal::Decimal::from(lines as u64);
     out.push_str(&format!(
-        "SettleCo,SettleShop,,,,2026-12-01 02:00:00,CET,MerchantPayout,\"batch {batch}, SettleShop\",EUR,,,,EUR,{payout},,,,,,,,{batch},,,,,,,\n"
+        "SettleCo,{merchant},,,,2026-12-01 02:00:00,CET,MerchantPayout,\"batch {batch}, {merchant}\",EUR,,,,EUR,{payout},,,,,,,,{batch},,,,,,,\n"
     ));
     out.into_bytes()
 }

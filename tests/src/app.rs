@@ -100,6 +100,8 @@ pub struct AppOptions {
     /// The host (`http://127.0.0.1:<port>`) the `adyen` source downloads reports from, as the
     /// fake report server's user; `None`: it has no report credentials.
     pub adyen_reports: Option<String>,
+    /// More keys of the `adyen` source's table (`feed_every_secs = 1`...).
+    pub adyen_keys: String,
 }
 
 impl Default for AppOptions {
@@ -111,6 +113,7 @@ impl Default for AppOptions {
             workers: FAST_WORKERS.to_owned(),
             stripe: None,
             adyen_reports: None,
+            adyen_keys: String::new(),
         }
     }
 }
@@ -187,6 +190,7 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         provider = "adyen"
         secrets = ["{ADYEN_KEY}", "{ADYEN_KEY_OLD}"]
         {adyen_reports}
+        {adyen_keys}
 
         [[tokens]]
         name = "olivia"
@@ -204,6 +208,7 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
             crate::adyen::REPORT_USER,
             crate::adyen::REPORT_PASSWORD
         )),
+        adyen_keys = options.adyen_keys,
         workers = options.workers,
         stripe_api = options
             .stripe
@@ -407,6 +412,36 @@ impl TestApp {
     }
 
     /// `GET path` with a bearer token (`None`: no Authorization header); status and JSON body.
+    /// A dashboard page, logged in (over HTTP, no browser) with the ops token.
+    pub async fn dashboard_page(&self, path: &str) -> String {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        let login = http
+            .post(self.url("/dashboard/login"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token={OPS_TOKEN}"))
+            .send()
+            .await
+            .expect("login");
+        let cookie = login
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .expect("a session cookie")
+            .to_owned();
+        http.get(self.url(path))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .expect("the page")
+            .text()
+            .await
+            .expect("its text")
+    }
+
     pub async fn api_get(&self, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
         let mut request = self.http.get(self.url(path));
         if let Some(token) = token {

@@ -134,6 +134,14 @@ impl Workers {
                 shutdown.clone(),
             ));
         }
+        if self.resolvers.sequences().next().is_some() {
+            tokio::spawn(crate::sequence::sequence_loop(
+                self.store.clone(),
+                self.resolvers.clone(),
+                self.settings.lock_timeout_ms,
+                shutdown.clone(),
+            ));
+        }
         if self.resolvers.budgets().next().is_some() {
             tokio::spawn(budget_loop(
                 self.store.clone(),

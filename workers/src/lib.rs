@@ -15,6 +15,7 @@ mod group;
 mod resolvers;
 pub mod retry;
 mod runner;
+pub mod sequence;
 mod settings;
 mod wake;
 

@@ -47,6 +47,18 @@ impl Resolvers {
             .filter_map(|(source, resolver)| Some((source.clone(), resolver.feed()?)))
     }
 
+    /// `source`'s numbered documents, if its provider numbers them.
+    pub fn sequence_of(&self, source: &SourceName) -> Option<&dyn providers::Sequence> {
+        self.by_source.get(source)?.sequence()
+    }
+
+    /// The sources whose numbered documents are followed.
+    pub(crate) fn sequences(&self) -> impl Iterator<Item = (SourceName, &dyn providers::Sequence)> {
+        self.by_source
+            .iter()
+            .filter_map(|(source, resolver)| Some((source.clone(), resolver.sequence()?)))
+    }
+
     /// Every request budget, so the fleet's size can be applied to all of them.
     pub(crate) fn budgets(&self) -> impl Iterator<Item = &Budget> {
         self.by_source.values().filter_map(|r| r.budget())

@@ -1,5 +1,5 @@
-//! `/api/sources/{name}/feed|balance|coverage`: a source's feed and its books against the
-//! provider's own (ARCHITECTURE.md, Feeds). The balance and the coverage ask the provider,
+//! `/api/sources/{name}/feed|balance|coverage|sequence`: a source's feed and its books against
+//! the provider's own (ARCHITECTURE.md, Feeds and Sequences). The balance and the coverage ask the provider,
 //! within the source's request budget.
 
 use axum::Json;
@@ -14,7 +14,7 @@ use utoipa::IntoParams;
 
 use super::finance::query;
 use super::{ApiError, ApiState, ErrorBody, Reader};
-use crate::feeds::{self, BalanceCheck, Coverage, FeedState};
+use crate::feeds::{self, BalanceCheck, Coverage, FeedState, SequenceCoverage};
 
 /// The configured source `name` whose provider keeps a ledger settle reads.
 fn provider<'a>(
@@ -114,6 +114,29 @@ pub(super) async fn coverage(
     let to = Opening::of_day(params.to).since + TimeDelta::days(1);
     Ok(Json(
         feeds::coverage(&state.store, &source, ledger, &accounts, from, to)
+            .await
+            .map_err(failed)?,
+    ))
+}
+
+/// The source's numbered documents (a payment provider's settlement batches, per merchant account) as the
+/// books hold them: per series, the numbers booked, being fetched, in the dead letter or closed,
+/// and those missing between the first and the last recorded (and since when).
+#[utoipa::path(get, path = "/api/sources/{name}/sequence", tag = "sources", params(("name" = String, Path)),
+    responses((status = 200, body = SequenceCoverage), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn sequence(
+    Reader(_): Reader,
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+) -> Result<Json<SequenceCoverage>, ApiError> {
+    let source = SourceName::parse(&name).map_err(|_| ApiError::NotFound("source"))?;
+    let sequence = state
+        .resolvers
+        .sequence_of(&source)
+        .ok_or(ApiError::NotFound("source with numbered documents"))?;
+    Ok(Json(
+        feeds::sequence_coverage(&state.store, &source, sequence)
             .await
             .map_err(failed)?,
     ))

@@ -104,6 +104,7 @@ fn documented(state: ApiState) -> (Router, OpenApiDocument) {
         .routes(routes!(feeds::feed))
         .routes(routes!(feeds::balance))
         .routes(routes!(feeds::coverage))
+        .routes(routes!(feeds::sequence))
         .routes(routes!(corrections::reverse))
         .routes(routes!(corrections::correct))
         .routes(routes!(finance::journal))

@@ -11,7 +11,7 @@ use ledger::{SourceName, Store};
 
 use super::table;
 use crate::config::Config;
-use crate::feeds::{self, BalanceCheck, Coverage};
+use crate::feeds::{self, BalanceCheck, Coverage, SequenceCoverage};
 
 /// How often a waiting backfill looks at its progress: each look reads every window's state, so
 /// a short backfill is looked at often (its end shown at once) and a long one less.
@@ -130,37 +130,123 @@ fn print_balance(check: &BalanceCheck, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `settle reconcile coverage SOURCE --from D --to D`: exits 1 when the books miss a movement
-/// the provider lists or hold one for another amount.
+/// `settle reconcile coverage SOURCE [--from D --to D]`: exits 1 when the books miss a
+/// movement the provider lists or hold one for another amount, or miss a numbered document.
 pub async fn coverage(
     config: &Config,
     store: &Store,
     source: &str,
-    from: NaiveDate,
-    to: NaiveDate,
+    days: (Option<NaiveDate>, Option<NaiveDate>),
     json: bool,
 ) -> anyhow::Result<()> {
     let name = source_name(config, source)?;
     let resolvers = config.resolvers()?;
-    let Some(ledger) = resolvers.ledger_of(&name) else {
+    let (ledger, sequence) = (resolvers.ledger_of(&name), resolvers.sequence_of(&name));
+    if ledger.is_none() && sequence.is_none() {
         bail!("source {source}'s provider has no list settle can read");
-    };
-    let rules = config.posting_rules();
-    let end = Opening::of_day(to).since + chrono::TimeDelta::days(1);
-    let coverage = feeds::coverage(
-        store,
-        &name,
-        ledger,
-        &rules.accounts(&name),
-        Opening::of_day(from).since,
-        end,
-    )
-    .await?;
-    print_coverage(&coverage, json)?;
-    if !coverage.complete() {
+    }
+    let mut complete = true;
+    if let Some(ledger) = ledger {
+        let (Some(from), Some(to)) = days else {
+            bail!("--from and --to name the days to compare for source {source}");
+        };
+        let rules = config.posting_rules();
+        let end = Opening::of_day(to).since + chrono::TimeDelta::days(1);
+        let coverage = feeds::coverage(
+            store,
+            &name,
+            ledger,
+            &rules.accounts(&name),
+            Opening::of_day(from).since,
+            end,
+        )
+        .await?;
+        print_coverage(&coverage, json)?;
+        complete &= coverage.complete();
+    }
+    if let Some(sequence) = sequence {
+        let coverage = feeds::sequence_coverage(store, &name, sequence).await?;
+        print_sequence(&coverage, json)?;
+        complete &= coverage.complete();
+    }
+    if !complete {
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// Each series on a line, its numbers as ranges.
+fn print_sequence(coverage: &SequenceCoverage, json: bool) -> anyhow::Result<()> {
+    if json {
+        return table::json(coverage);
+    }
+    println!("{}: numbered documents by series", coverage.source);
+    let rows: Vec<Vec<String>> = coverage
+        .series
+        .iter()
+        .map(|s| {
+            vec![
+                s.series.clone(),
+                match (s.first, s.last) {
+                    (Some(first), Some(last)) => format!("{first}-{last}"),
+                    _ => String::new(),
+                },
+                s.booked.to_string(),
+                ranges(&s.fetching),
+                ranges(&s.dead_letter),
+                ranges(&s.closed),
+                ranges(&s.missing),
+                s.gap_since.map(|t| t.to_rfc3339()).unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table::print(
+        &[
+            "SERIES",
+            "RECORDED",
+            "BOOKED",
+            "FETCHING",
+            "DEAD LETTER",
+            "CLOSED",
+            "MISSING",
+            "MISSING SINCE",
+        ],
+        &rows,
+    );
+    println!(
+        "{}",
+        if coverage.complete() {
+            "complete"
+        } else {
+            "INCOMPLETE"
+        }
+    );
+    Ok(())
+}
+
+/// `1-3,7,9-10` for `[1, 2, 3, 7, 9, 10]`.
+fn ranges(numbers: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut run: Option<(u64, u64)> = None;
+    for &n in numbers {
+        run = match run {
+            Some((start, end)) if n == end + 1 => Some((start, n)),
+            Some(done) => {
+                out.push(range(done));
+                Some((n, n))
+            }
+            None => Some((n, n)),
+        };
+    }
+    out.extend(run.map(range));
+    out.join(",")
+}
+
+fn range((start, end): (u64, u64)) -> String {
+    match start == end {
+        true => start.to_string(),
+        false => format!("{start}-{end}"),
+    }
 }
 
 fn print_coverage(coverage: &Coverage, json: bool) -> anyhow::Result<()> {
@@ -216,4 +302,16 @@ fn print_coverage(coverage: &Coverage, json: bool) -> anyhow::Result<()> {
         }
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_print_as_ranges() {
+        assert_eq!(ranges(&[1, 2, 3, 7, 9, 10]), "1-3,7,9-10");
+        assert_eq!(ranges(&[4]), "4");
+        assert_eq!(ranges(&[]), "");
+    }
 }

@@ -189,17 +189,18 @@ pub enum ReconcileCommand {
         json: bool,
     },
     /// A source's movements as its provider lists them over [FROM, TO] (UTC days) against the
-    /// books: count and net per currency and category, and the ids the books miss. Exits 1 when
-    /// any is missing.
+    /// books: count and net per currency and category, and the ids the books miss; for a
+    /// provider that numbers its documents (settlement batches), every series' numbers booked,
+    /// being fetched, in the dead letter and missing. Exits 1 when any is missing.
     Coverage {
         /// The source's configured name.
         source: String,
-        /// The first day (UTC).
+        /// The first day (UTC); needed for a provider that lists its movements.
         #[arg(long)]
-        from: NaiveDate,
+        from: Option<NaiveDate>,
         /// The last day (UTC), included.
         #[arg(long)]
-        to: NaiveDate,
+        to: Option<NaiveDate>,
         /// Machine-readable output (JSON) on stdout.
         #[arg(long)]
         json: bool,

@@ -190,7 +190,8 @@ pub enum Command {
         settle reconcile payouts\n  \
         settle reconcile payout po_1SetTL...\n  \
         settle reconcile balance card-payments\n  \
-        settle reconcile coverage card-payments --from 2026-11-01 --to 2026-11-30")]
+        settle reconcile coverage card-payments --from 2026-11-01 --to 2026-11-30\n  \
+        settle reconcile coverage batches-eu")]
     Reconcile {
         #[command(subcommand)]
         command: finance::ReconcileCommand,
@@ -412,7 +413,7 @@ async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<
         } => {
             let shared = &config;
             with_store(&config, |store| async move {
-                feeds::coverage(shared, &store, &source, from, to, json).await
+                feeds::coverage(shared, &store, &source, (from, to), json).await
             })
             .await
         }

@@ -57,12 +57,16 @@ pub(super) async fn books(
         .ok()
         .filter(|_| state.sources.0.iter().any(|s| s == &name))
         .ok_or_else(|| PageError(StatusCode::NOT_FOUND, format!("No source {name}.")))?;
-    let ledger = state.resolvers.ledger_of(&source).ok_or_else(|| {
-        PageError(
+    let (ledger, sequence) = (
+        state.resolvers.ledger_of(&source),
+        state.resolvers.sequence_of(&source),
+    );
+    if ledger.is_none() && sequence.is_none() {
+        return Err(PageError(
             StatusCode::NOT_FOUND,
-            format!("Source {name}'s provider keeps no ledger settle reads."),
-        )
-    })?;
+            format!("Source {name}'s provider keeps no ledger or numbered documents settle reads."),
+        ));
+    }
     let provider = |error: anyhow::Error| {
         PageError(
             StatusCode::BAD_GATEWAY,
@@ -70,15 +74,20 @@ pub(super) async fn books(
         )
     };
     let accounts = state.rules.accounts(&source);
-    let check = feeds::check_balance(&state.store, &source, ledger, &accounts)
-        .await
-        .map_err(provider)?;
+    let check = match ledger {
+        Some(ledger) => Some(
+            feeds::check_balance(&state.store, &source, ledger, &accounts)
+                .await
+                .map_err(provider)?,
+        ),
+        None => None,
+    };
     let day = |text: &Option<String>| {
         text.as_deref()
             .and_then(|t| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
     };
-    let coverage = match (day(&form.from), day(&form.to)) {
-        (Some(from), Some(to)) if from <= to => Some(
+    let coverage = match (ledger, day(&form.from), day(&form.to)) {
+        (Some(ledger), Some(from), Some(to)) if from <= to => Some(
             feeds::coverage(
                 &state.store,
                 &source,
@@ -92,10 +101,19 @@ pub(super) async fn books(
         ),
         _ => None,
     };
+    let batches = match sequence {
+        Some(sequence) => Some(
+            feeds::sequence_coverage(&state.store, &source, sequence)
+                .await
+                .map_err(|e| PageError(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))?,
+        ),
+        None => None,
+    };
     Ok(layout(
         &format!("{name}: the books against the provider"),
         Some(&session),
         html! {
+            @if let Some(check) = &check {
             h2 { "Balance" }
             p.muted { "The provider's balance now against the books' " code { (check.account) } ", per currency. What the provider listed after the feed's cut ("
                 (check.cut.map_or_else(|| "nothing read yet".to_owned(), |c| c.format("%Y-%m-%d %H:%M:%S").to_string()))
@@ -125,8 +143,34 @@ pub(super) async fn books(
                             (coverage.missing_in_books.iter().chain(&coverage.differing).chain(&coverage.not_listed).take(50).cloned().collect::<Vec<_>>().join(", ")) }
                 }
             }
+            }
+            @if let Some(batches) = &batches {
+                h2 { "Numbered documents" }
+                p.muted { "Per series (a merchant account's settlement batches), the numbers recorded: booked, being fetched, in the dead letter or closed by a person, and those missing between the first and the last, which settle keeps asking the provider for." }
+                table id="sequence" {
+                    tr { th { "Series" } th { "Recorded" } th.num { "Booked" } th { "Fetching" } th { "Dead letter" } th { "Missing" } th { "Missing since" } }
+                    @for s in &batches.series {
+                        tr { td { (s.series) }
+                             td { (s.first.map(|f| f.to_string()).unwrap_or_default()) "–" (s.last.map(|l| l.to_string()).unwrap_or_default()) }
+                             td.num { (s.booked) }
+                             td { (numbers(&s.fetching)) } td.error[!s.dead_letter.is_empty()] { (numbers(&s.dead_letter)) }
+                             td.error[!s.missing.is_empty()] { (numbers(&s.missing)) }
+                             td { (s.gap_since.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()).unwrap_or_default()) } }
+                    }
+                }
+                p id="sequence-verdict" { @if batches.complete() { "No number is missing and none is in the dead letter." } @else { strong.error { "Numbers are missing or in the dead letter." } } }
+            }
         },
     ))
+}
+
+/// Numbers as a short list (the first 50).
+fn numbers(numbers: &[u64]) -> String {
+    let mut text: Vec<String> = numbers.iter().take(50).map(u64::to_string).collect();
+    if numbers.len() > 50 {
+        text.push(format!("… ({} in all)", numbers.len()));
+    }
+    text.join(", ")
 }
 
 pub(super) async fn sources(State(state): State<DashboardState>, Viewer(session): Viewer) -> Page {
@@ -175,6 +219,9 @@ pub(super) async fn sources(State(state): State<DashboardState>, Viewer(session)
                         }
                         td id=(format!("feed-{name}")) {
                             @if let Some(feed) = feeds.get(name) { (feed_cell(name, feed)) }
+                            @else if SourceName::parse(name).is_ok_and(|s| state.resolvers.sequence_of(&s).is_some()) {
+                                a href=(format!("/dashboard/sources/{name}/books")) id=(format!("books-{name}")) { "batches" }
+                            }
                         }
                     }
                 }

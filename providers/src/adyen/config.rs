@@ -18,6 +18,7 @@ pub(super) const KEYS: &[Key] = &[
     Key::plain("report_bytes_max"),
     Key::plain("report_timeout_ms"),
     Key::plain("merchant_accounts"),
+    Key::plain("feed_every_secs"),
 ];
 
 /// The hosts Adyen serves reports from.
@@ -25,6 +26,9 @@ pub const REPORT_HOSTS: [&str; 2] = ["ca-live.adyen.com", "ca-test.adyen.com"];
 /// A settlement details report is about 300 bytes a line: a million lines fit.
 const REPORT_BYTES_MAX: u64 = 512 * 1024 * 1024;
 const REPORT_TIMEOUT_MS: u64 = 300_000;
+/// How often each merchant account's next batch is looked for when no notification came: a
+/// batch closes at most a few times a day.
+const FEED_EVERY_SECS: u64 = 900;
 
 /// Where an Adyen source's money comes from: exactly one of the two, so nothing is booked twice.
 /// A source with report credentials books from reports; one without them must choose
@@ -73,6 +77,7 @@ pub(super) fn money_from(section: &Section<'_>) -> Result<MoneyFrom, SectionErro
         }
     }
     merchant_accounts(section)?;
+    feed_every(section)?;
     match (section.get::<MoneyFrom>("money_from")?, user || key) {
         (None | Some(MoneyFrom::Reports), true) => Ok(MoneyFrom::Reports),
         (Some(MoneyFrom::Notifications), false) => Ok(MoneyFrom::Notifications),
@@ -104,6 +109,20 @@ pub(super) fn merchant_accounts(section: &Section<'_>) -> Result<Option<Vec<Stri
         ));
     }
     Ok(Some(accounts))
+}
+
+/// How long settle waits, at most, between two looks for the batches it has not booked
+/// (`feed_every_secs`).
+pub(super) fn feed_every(section: &Section<'_>) -> Result<std::time::Duration, SectionError> {
+    match section.get::<u64>("feed_every_secs")? {
+        Some(0) => Err(SectionError::key(
+            "feed_every_secs",
+            "feed_every_secs must be at least 1",
+        )),
+        every => Ok(std::time::Duration::from_secs(
+            every.unwrap_or(FEED_EVERY_SECS),
+        )),
+    }
 }
 
 /// The hosts reports may be downloaded from: the source's, or Adyen's.

@@ -96,6 +96,66 @@ impl AdyenReports {
     /// allowed is refused before any request; an answer over the size limit, cut short, or not
     /// finished in time fails without keeping anything.
     pub async fn download(&self, url: &str) -> Result<tempfile::NamedTempFile, ProviderError> {
+        let request = self.request(url)?;
+        match self.fetch(request).await {
+            Ok(file) => {
+                self.count("report", "200", None);
+                Ok(file)
+            }
+            Err((status, error)) => {
+                self.count("report", &status, Some(&error));
+                Err(error)
+            }
+        }
+    }
+
+    /// Whether Adyen serves the report at `url` now (a host not allowed is refused before any
+    /// request): a success is yes and 404 no; the body is not read.
+    pub async fn exists(&self, url: &str) -> Result<bool, ProviderError> {
+        let request = self.request(url)?;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                let (status, error) = network(error);
+                self.count("report_lookup", &status, Some(&error));
+                return Err(error);
+            }
+        };
+        let status = response.status();
+        self.count("report_lookup", status.as_str(), None);
+        match status {
+            status if status.is_success() => Ok(true),
+            reqwest::StatusCode::NOT_FOUND => Ok(false),
+            status => {
+                let retry_after = retry_after_ms(response.headers());
+                let error = classify(status, "report", "report lookup refused".into(), retry_after);
+                self.count_auth(&error);
+                Err(error)
+            }
+        }
+    }
+
+    /// `settle_provider_requests_total` for one request, and an authentication refused.
+    fn count(&self, endpoint: &'static str, status: &str, error: Option<&ProviderError>) {
+        metrics::counter!("settle_provider_requests_total", "provider" => "adyen",
+            "source" => self.settings.source.to_string(), "endpoint" => endpoint,
+            "status" => status.to_owned())
+        .increment(1);
+        if let Some(error) = error {
+            self.count_auth(error);
+        }
+    }
+
+    fn count_auth(&self, error: &ProviderError) {
+        if matches!(error, ProviderError::Auth { .. }) {
+            metrics::counter!("settle_provider_auth_failures_total",
+                "source" => self.settings.source.to_string())
+            .increment(1);
+        }
+    }
+
+    /// The request for `url`, authenticated, if its host is allowed.
+    fn request(&self, url: &str) -> Result<reqwest::RequestBuilder, ProviderError> {
         let url = Url::parse(url)
             .map_err(|_| ProviderError::Response("the report URL cannot be read".into()))?;
         if !self.settings.hosts.iter().any(|host| host.allows(&url)) {
@@ -105,47 +165,17 @@ impl AdyenReports {
                 self.settings.source
             )));
         }
-        let request = match &self.settings.auth {
+        Ok(match &self.settings.auth {
             ReportAuth::Basic { user, password } => {
                 self.http.get(url).basic_auth(user, Some(password))
             }
             ReportAuth::ApiKey(key) => self.http.get(url).header("X-API-Key", key),
-        };
-        let source = self.settings.source.to_string();
-        let outcome = self.fetch(request).await;
-        let status = match &outcome {
-            Ok(_) => "200".to_owned(),
-            Err((status, _)) => status.clone(),
-        };
-        metrics::counter!("settle_provider_requests_total", "provider" => "adyen", "source" => source.clone(), "endpoint" => "report", "status" => status)
-            .increment(1);
-        outcome.map_err(|(_, error)| {
-            if matches!(error, ProviderError::Auth { .. }) {
-                metrics::counter!("settle_provider_auth_failures_total", "source" => source)
-                    .increment(1);
-            }
-            error
         })
     }
-
     async fn fetch(
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<tempfile::NamedTempFile, (String, ProviderError)> {
-        let network = |error: reqwest::Error| {
-            let label = if error.is_timeout() {
-                "timeout"
-            } else {
-                "network"
-            };
-            (
-                label.to_owned(),
-                ProviderError::Unavailable {
-                    detail: format!("report: {label}: {}", without_url(error)),
-                    retry_after_ms: None,
-                },
-            )
-        };
         let mut response = request.send().await.map_err(network)?;
         let status = response.status();
         if !status.is_success() {
@@ -185,6 +215,22 @@ impl AdyenReports {
         file.flush().map_err(local)?;
         Ok(file)
     }
+}
+
+/// A request that failed on the way: a timeout or the network.
+fn network(error: reqwest::Error) -> (String, ProviderError) {
+    let label = if error.is_timeout() {
+        "timeout"
+    } else {
+        "network"
+    };
+    (
+        label.to_owned(),
+        ProviderError::Unavailable {
+            detail: format!("report: {label}: {}", without_url(error)),
+            retry_after_ms: None,
+        },
+    )
 }
 
 fn too_large(status: reqwest::StatusCode, bytes_max: u64) -> (String, ProviderError) {

@@ -109,7 +109,7 @@ impl FakeReports {
             .insert(file.to_owned(), fault);
     }
 
-    /// The files downloaded so far (with the right credentials), in order.
+    /// The files asked for so far that it has (with the right credentials), in order.
     pub fn downloads(&self) -> Vec<String> {
         self.files.lock().expect("files").downloads.clone()
     }
@@ -126,12 +126,12 @@ async fn download(
     {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    files.downloads.push(file.clone());
     let fault = files.faults.get(&file).copied();
     let own = files.files.get(&format!("{account}/{file}")).cloned();
     let Some(bytes) = own.or_else(|| files.files.get(&file).cloned()) else {
         return StatusCode::NOT_FOUND.into_response();
     };
+    files.downloads.push(file.clone());
     match fault {
         Some(Fault::Status { status, times }) if times > 0 => {
             files.faults.insert(

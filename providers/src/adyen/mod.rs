@@ -13,6 +13,7 @@ mod fuzzing;
 mod receive;
 pub mod report;
 mod resolve;
+mod sequence;
 pub mod sign;
 mod trigger;
 
@@ -94,6 +95,7 @@ impl Provider for Adyen {
             source: section.source.clone(),
             reports,
             merchant_accounts: config::merchant_accounts(section)?,
+            every: config::feed_every(section)?,
         })))
     }
 

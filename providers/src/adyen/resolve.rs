@@ -36,6 +36,8 @@ pub(crate) struct Resolver {
     pub(crate) reports: Option<AdyenReports>,
     /// The merchant accounts booked (`None`: every one).
     pub(crate) merchant_accounts: Option<Vec<String>>,
+    /// How long settle waits, at most, between two looks for the batches not booked.
+    pub(crate) every: std::time::Duration,
 }
 
 impl Resolve for Resolver {
@@ -61,6 +63,11 @@ impl Resolve for Resolver {
                 }
             }
         })
+    }
+
+    /// Each merchant account's batches, when the source downloads reports.
+    fn sequence(&self) -> Option<&dyn crate::seam::Sequence> {
+        self.reports.as_ref().map(|_| self as &dyn crate::seam::Sequence)
     }
 }
 

@@ -14,6 +14,12 @@ use serde_json::{Value, json};
 
 /// The tag of a stored report trigger (`{"adyen_report": {...}}`).
 pub(super) const REPORT_TAG: &str = "adyen_report";
+/// What the external id of every report's event starts with:
+/// `REPORT_AVAILABLE:{merchantAccountCode}:{file}`.
+pub(super) const REPORT_PREFIX: &str = "REPORT_AVAILABLE:";
+/// A settlement details report's file name: this, its batch number, then `.csv`.
+const BATCH_FILE: &str = "settlement_detail_report_batch_";
+
 /// The tag of a stored sale trigger (`{"adyen_sale": {...}}`).
 pub(super) const SALE_TAG: &str = "adyen_sale";
 
@@ -57,6 +63,25 @@ impl AdyenReportTrigger {
     /// acknowledged and not recorded).
     pub fn is_settlement_details(file: &str) -> bool {
         file.starts_with("settlement_detail_report") && file.ends_with(".csv")
+    }
+
+    /// The file name of a merchant account's batch `number`.
+    pub fn batch_file(number: u64) -> String {
+        format!("{BATCH_FILE}{number}.csv")
+    }
+
+    /// The batch number a file name is of, if it is a batch's settlement details report.
+    pub fn batch_number(file: &str) -> Option<u64> {
+        let digits = file.strip_prefix(BATCH_FILE)?.strip_suffix(".csv")?;
+        match digits.bytes().all(|b| b.is_ascii_digit()) && !digits.starts_with('0') {
+            true => digits.parse().ok(),
+            false => None,
+        }
+    }
+
+    /// The external id its event is recorded under (as its notification's is).
+    pub fn external_id(&self) -> String {
+        format!("{REPORT_PREFIX}{}:{}", self.merchant_account, self.file)
     }
 
     /// As an event's facts: `REPORT_AVAILABLE` is its kind, the file its movement id.

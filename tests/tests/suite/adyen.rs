@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tests::TestApp;
-use tests::adyen::{FakeReports, Fault, fake_reports, fixture, report_available, report_of};
+use tests::adyen::{
+    FakeReports, Fault, fake_reports, fixture, payments_of, report_available, report_of,
+};
 use tests::app::{AppOptions, Backend, OPS_TOKEN, spawn};
 
 tests::on_both_backends!(
@@ -17,6 +19,7 @@ tests::on_both_backends!(
     receivables_are_cleared_taken_back_or_listed_and_a_report_disagreeing_with_a_capture_posts_nothing,
     each_merchant_accounts_batches_are_booked_and_what_settle_cannot_place_goes_to_suspense,
     a_batch_paid_in_two_currencies_and_one_carried_to_the_next_reconcile,
+    a_batch_whose_notification_never_came_is_found_booked_and_listed,
 );
 
 const MERCHANT: &str = "SettleShop";
@@ -388,13 +391,28 @@ async fn a_batch_paid_in_two_currencies_and_one_carried_to_the_next_reconcile(ba
     let twenty_two = reconciliation(&app, 22).await;
     assert_eq!(twenty_two["status"], "matched", "{twenty_two}");
     assert_eq!(twenty_two["payout_amount"], "28.75");
+    // The two batches post side by side: their entries are listed in their batches' order.
+    let carried: Vec<String> = app
+        .texts(
+            "SELECT l.account || ' ' || CAST(l.amount AS TEXT) FROM journal_lines l
+             JOIN journal_entries e ON e.id = l.entry_id
+             WHERE e.movement_id = 'Balancetransfer' ORDER BY e.source_key, l.line_no",
+        )
+        .await
+        .iter()
+        .map(|line| {
+            let (account, amount) = line.rsplit_once(' ').expect("account and amount");
+            let amount: rust_decimal::Decimal = amount.parse().expect("an amount");
+            format!("{account} {}", amount.normalize())
+        })
+        .collect();
     assert_eq!(
-        app.lines_of("Balancetransfer").await,
+        carried,
         [
-            "adyen:balance EUR -19",
-            "carry_over:adyen EUR 19",
-            "adyen:balance EUR 19",
-            "carry_over:adyen EUR -19"
+            "adyen:balance -19",
+            "carry_over:adyen 19",
+            "adyen:balance 19",
+            "carry_over:adyen -19"
         ],
         "what batch 21 carried, batch 22 cleared"
     );
@@ -669,5 +687,133 @@ async fn a_report_of_several_chunks_posted_twice_at_once_posts_each_line_once(ba
     assert_eq!(reconciled["status"], "matched", "{reconciled}");
     assert_eq!(reconciled["payout_amount"], "11700.00");
     assert_eq!(reconciled["items"].as_array().map(Vec::len), Some(1_200));
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
+
+fn batch_file(batch: u32) -> String {
+    format!("settlement_detail_report_batch_{batch}.csv")
+}
+
+async fn batch_posted(app: &TestApp, merchant: &str, batch: u32) {
+    let key = format!("REPORT_AVAILABLE:{merchant}:{}", batch_file(batch));
+    app.wait_for(
+        &format!("{key} posted"),
+        60,
+        &format!("SELECT EXISTS (SELECT 1 FROM settlement_events WHERE external_id = '{key}' AND status = 'posted')"),
+    )
+    .await;
+}
+
+async fn sequence(app: &TestApp) -> Value {
+    let (status, body) = app
+        .api_get("/api/sources/adyen/sequence", Some(OPS_TOKEN))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// Batch 8's `REPORT_AVAILABLE` never came: settle notices the gap between 7 and 9, finds batch
+/// 8's report under its documented name and books it; batch 10, published after the last
+/// notification, is found by the schedule alone. Batch 8's notification arriving late is the same
+/// event (no conflict, nothing booked twice). A batch Adyen does not serve (11, before a notified
+/// 12) stays listed as missing, with since when; another merchant account's numbers are its own.
+async fn a_batch_whose_notification_never_came_is_found_booked_and_listed(backend: Backend) {
+    let reports = Arc::new(fake_reports().await);
+    let options = AppOptions {
+        adyen_reports: Some(reports.host()),
+        adyen_keys: "feed_every_secs = 1".into(),
+        ..AppOptions::on(backend)
+    };
+    let app = spawn(options.clone()).await;
+    for batch in [7, 8, 9] {
+        let payments = payments_of(MERCHANT, batch as usize * 1_000, 3, batch);
+        reports.put_for(MERCHANT, &batch_file(batch), payments);
+    }
+    // Another merchant account's batch 5 only: nothing of it is looked up as missing.
+    reports.put_for(
+        "SettleShopUS",
+        &batch_file(5),
+        payments_of("SettleShopUS", 90_000, 2, 5),
+    );
+    announce(&app, &reports, &batch_file(7)).await;
+    announce(&app, &reports, &batch_file(9)).await;
+    announce_for(&app, &reports, "SettleShopUS", &batch_file(5)).await;
+    batch_posted(&app, MERCHANT, 8).await;
+    // Published after the last notification: found by the schedule.
+    reports.put_for(
+        MERCHANT,
+        &batch_file(10),
+        payments_of(MERCHANT, 10_000, 3, 10),
+    );
+    batch_posted(&app, MERCHANT, 10).await;
+    app.wait_settled(60).await;
+    for batch in [7, 8, 9, 10] {
+        let batch_reconciled = reconciliation(&app, batch).await;
+        assert_eq!(batch_reconciled["status"], "matched", "{batch_reconciled}");
+        assert_eq!(batch_reconciled["payout_amount"], "29.25");
+    }
+    // Four batches of three payments, each its sale and its settlement, and its payout.
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE source_key LIKE 'adyen/settlement/SettleShop/%'")
+            .await,
+        16
+    );
+
+    // The late notification of batch 8 is the event already recorded.
+    let events = app.count("settlement_events").await;
+    announce(&app, &reports, &batch_file(8)).await;
+    app.wait_settled(30).await;
+    assert_eq!(app.count("settlement_events").await, events);
+    assert_eq!(app.count("dead_letters").await, 0);
+
+    let listed = sequence(&app).await;
+    assert_eq!(
+        listed["series"],
+        serde_json::json!([
+            {"series": "SettleShop", "first": 7, "last": 10, "booked": 4, "fetching": [],
+             "dead_letter": [], "closed": [], "missing": [], "gap_since": null},
+            {"series": "SettleShopUS", "first": 5, "last": 5, "booked": 1, "fetching": [],
+             "dead_letter": [], "closed": [], "missing": [], "gap_since": null},
+        ]),
+        "{listed}"
+    );
+
+    // Batch 12 notified, 11 never served: listed as missing since 12 came.
+    reports.put_for(
+        MERCHANT,
+        &batch_file(12),
+        payments_of(MERCHANT, 12_000, 1, 12),
+    );
+    announce(&app, &reports, &batch_file(12)).await;
+    batch_posted(&app, MERCHANT, 12).await;
+    let listed = sequence(&app).await;
+    let shop = &listed["series"][0];
+    assert_eq!(shop["missing"], serde_json::json!([11]), "{listed}");
+    assert_eq!(shop["booked"], 5, "{listed}");
+    assert!(shop["gap_since"].is_string(), "{listed}");
+
+    // The same on the dashboard, and from the terminal, which exits 1 while a batch is missing.
+    let page = app.dashboard_page("/dashboard/sources/adyen/books").await;
+    assert!(
+        page.contains("id=\"sequence\"") && page.contains("SettleShopUS"),
+        "{page}"
+    );
+    assert!(page.contains("Numbers are missing"), "{page}");
+    let scratch = tests::process::Scratch::new();
+    let config = scratch.write(
+        "settle.toml",
+        &tests::app::config_toml(&app.database_url(), &options),
+    );
+    let (ok, output) = tests::process::run_settle(
+        &config,
+        &app.database_url(),
+        &["reconcile", "coverage", "adyen"],
+    )
+    .await;
+    assert!(!ok, "{output}");
+    assert!(
+        output.contains("SettleShop") && output.contains("7-12") && output.contains("INCOMPLETE"),
+        "{output}"
+    );
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }

@@ -687,7 +687,7 @@ async fn transient_api_failures_retry_and_a_refused_key_dead_letters_once(backen
         1.0,
         "visible as a gauge"
     );
-    let overview = dashboard_overview(&app).await;
+    let overview = app.dashboard_page("/dashboard").await;
     assert!(
         overview.contains("id=\"provider-auth\"")
             && overview.contains("--error-code provider_auth"),
@@ -697,36 +697,6 @@ async fn transient_api_failures_retry_and_a_refused_key_dead_letters_once(backen
         app.metrics_page().await.contains(r#"settle_provider_requests_total{provider="stripe",source="stripe",endpoint="balance_transaction",status="429"}"#)
     );
     assert!(app.failed_invariants().await.is_empty());
-}
-
-/// The dashboard's overview page, logged in with the ops token.
-async fn dashboard_overview(app: &TestApp) -> String {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
-    let login = http
-        .post(app.url("/dashboard/login"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={OPS_TOKEN}"))
-        .send()
-        .await
-        .expect("login");
-    let cookie = login
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .expect("a session cookie")
-        .to_owned();
-    http.get(app.url("/dashboard"))
-        .header("cookie", cookie)
-        .send()
-        .await
-        .expect("overview")
-        .text()
-        .await
-        .expect("page")
 }
 
 async fn inconsistent_facts_dead_letter_and_nothing_of_the_event_is_posted(backend: Backend) {
