@@ -1187,22 +1187,24 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
     );
 }
 
-/// 6: one Adyen settlement details report of `lines` lines (every line a settled payment, then
-/// the batch's payout), announced through a `settle ingress` and posted by one `settle worker` at
-/// the defaults: the time from the announcement to the last line posted (each payment's sale and
-/// its settlement, 2 × lines + 1 entries), and the worker's peak
-/// memory (the report is streamed to a file and posted in chunks, never held whole).
+/// 6: one Adyen settlement details report of `lines` lines over three merchant accounts and two
+/// settlement currencies with lines of a record type settle has no account for
+/// (`tests::adyen::mixed_report`), announced through a `settle ingress` and posted by one `settle
+/// worker` at the defaults: the time from the announcement to the last entry posted, and the
+/// worker's peak memory (the report is streamed to a file and posted in chunks, never held
+/// whole). Then 30 batches published with no notification, found and booked by the schedule.
 async fn part_adyen(results: &mut serde_json::Map<String, Value>) {
     let lines = std::env::var("BENCH_ADYEN_LINES")
         .ok()
         .map_or(100_000, |v| v.parse().expect("a positive integer"));
     println!(
-        "\n6. Adyen settlement details report (PostgreSQL, {lines} lines, one worker at the defaults)"
+        "\n6. Adyen settlement details report (PostgreSQL, {lines} lines over 3 merchant accounts and 2 currencies, one worker at the defaults)"
     );
     let db = TestDb::create().await;
     let reports = tests::adyen::fake_reports().await;
     let file = "settlement_detail_report_batch_1.csv";
-    reports.put(file, tests::adyen::report_of(lines, 1));
+    let (report, entries) = tests::adyen::mixed_report(lines, 1);
+    reports.put(file, report);
     let scratch = Scratch::new();
     let options = AppOptions {
         workers: String::new(),
@@ -1213,12 +1215,32 @@ async fn part_adyen(results: &mut serde_json::Map<String, Value>) {
     let (_ingress, base) = ingress_process(&scratch, &config, &db.url).await;
     let worker = spawn_settle(&scratch, "worker", &config, &db.url, &["worker"], &[]);
     let started = Instant::now();
+    announce_report(&base, &reports.url("SettleShop", file), file).await;
+    wait_for_entries(&db.url, entries as i64, Duration::from_secs(1800)).await;
+    let elapsed = started.elapsed();
+    let rss = peak_rss_kib(&worker);
+    drop(worker);
+    let per_sec = (lines as u128 * 1000 / elapsed.as_millis().max(1)) as i64;
+    let verified = verify(&db.url).await;
+    println!(
+        "  {lines} lines ({entries} entries) posted in {} ms ({per_sec} lines/s), worker peak RSS {} MiB, verified {verified}",
+        elapsed.as_millis(),
+        rss / 1024
+    );
+    let gap = adyen_gap().await;
+    results.insert(
+        "adyen_report".into(),
+        json!({"lines": lines, "entries": entries, "elapsed_ms": elapsed.as_millis() as u64,
+               "lines_per_sec": per_sec, "worker_peak_rss_mib": rss / 1024, "verified": verified,
+               "gap": gap}),
+    );
+}
+
+/// A signed `REPORT_AVAILABLE` for `file` at `url`, through the ingress at `base`.
+async fn announce_report(base: &str, url: &str, file: &str) {
     let body = providers::adyen::sign::notification(
         tests::app::ADYEN_KEY,
-        &[tests::adyen::report_available(
-            file,
-            &reports.url("SettleShop", file),
-        )],
+        &[tests::adyen::report_available(file, url)],
     );
     let answer = reqwest::Client::new()
         .post(format!("{base}/webhooks/adyen"))
@@ -1228,24 +1250,52 @@ async fn part_adyen(results: &mut serde_json::Map<String, Value>) {
         .await
         .expect("announce");
     assert_eq!(answer.status().as_u16(), 200);
-    // Every line's entry, and each settled payment's sale (no CAPTURE was notified: the report
-    // books it) beside its settlement.
-    wait_for_entries(&db.url, 2 * lines as i64 + 1, Duration::from_secs(1800)).await;
+}
+
+/// Batch 1 notified and booked, then batches 2 to 31 (1,000 payments each) published with no
+/// notification: the time until the schedule (`feed_every_secs = 2`) has found and booked them.
+async fn adyen_gap() -> Value {
+    const BATCHES: u32 = 30;
+    const PAYMENTS: usize = 1_000;
+    let db = TestDb::create().await;
+    let reports = tests::adyen::fake_reports().await;
+    let scratch = Scratch::new();
+    let options = AppOptions {
+        workers: String::new(),
+        adyen_reports: Some(reports.host()),
+        adyen_keys: "feed_every_secs = 2".into(),
+        ..AppOptions::default()
+    };
+    let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
+    let (_ingress, base) = ingress_process(&scratch, &config, &db.url).await;
+    let _worker = spawn_settle(&scratch, "worker", &config, &db.url, &["worker"], &[]);
+    let file = |batch: u32| format!("settlement_detail_report_batch_{batch}.csv");
+    reports.put(
+        &file(1),
+        tests::adyen::payments_of("SettleShop", 0, PAYMENTS, 1),
+    );
+    announce_report(&base, &reports.url("SettleShop", &file(1)), &file(1)).await;
+    let per_batch = 2 * PAYMENTS as i64 + 1;
+    wait_for_entries(&db.url, per_batch, Duration::from_secs(300)).await;
+    let started = Instant::now();
+    for batch in 2..=BATCHES + 1 {
+        let payments =
+            tests::adyen::payments_of("SettleShop", batch as usize * PAYMENTS, PAYMENTS, batch);
+        reports.put(&file(batch), payments);
+    }
+    wait_for_entries(
+        &db.url,
+        per_batch * i64::from(BATCHES + 1),
+        Duration::from_secs(1800),
+    )
+    .await;
     let elapsed = started.elapsed();
-    let rss = peak_rss_kib(&worker);
-    drop(worker);
-    let per_sec = (lines as u128 * 1000 / elapsed.as_millis().max(1)) as i64;
     let verified = verify(&db.url).await;
     println!(
-        "  {lines} lines posted in {} ms ({per_sec} lines/s), worker peak RSS {} MiB, verified {verified}",
-        elapsed.as_millis(),
-        rss / 1024
+        "  {BATCHES} batches published with no notification ({PAYMENTS} payments each): found and booked by the schedule in {} ms, verified {verified}",
+        elapsed.as_millis()
     );
-    results.insert(
-        "adyen_report".into(),
-        json!({"lines": lines, "elapsed_ms": elapsed.as_millis() as u64, "lines_per_sec": per_sec,
-               "worker_peak_rss_mib": rss / 1024, "verified": verified}),
-    );
+    json!({"batches": BATCHES, "payments_each": PAYMENTS, "elapsed_ms": elapsed.as_millis() as u64, "verified": verified})
 }
 
 /// 7: searching a store of `BENCH_SEARCH_EVENTS` events (default 1,000,000; 1 % dead-lettered),

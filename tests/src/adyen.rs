@@ -66,3 +66,55 @@ pub fn payments_of(merchant: &str, first: usize, lines: usize, batch: u32) -> Ve
     ));
     out.into_bytes()
 }
+
+/// The merchant accounts of [`mixed_report`].
+pub const MIXED_ACCOUNTS: [&str; 3] = ["SettleShop", "SettleShopUS", "SettleShopUK"];
+/// The record type [`mixed_report`] sprinkles in: one settle has no account for (it appears in
+/// third-party code only; fixtures/adyen/record_types.json).
+pub const UNKNOWN_TYPE: &str = "BPPaidOut";
+
+/// A settlement details report of batch `batch` over the three [`MIXED_ACCOUNTS`] in two
+/// settlement currencies, as a company-level report holds them: `lines` lines, in turn each
+/// account's settled payment (10.00 gross, 0.25 commission; `SettleShop` in EUR, `SettleShopUS`
+/// in USD, `SettleShopUK` in EUR and USD by turns), every 997th instead a line of
+/// [`UNKNOWN_TYPE`] (1.00 debited), then each account's payout per currency of its net. With how
+/// many entries it books: a settled payment's sale and settlement, one for each other line.
+pub fn mixed_report(lines: usize, batch: u32) -> (Vec<u8>, usize) {
+    use rust_decimal::Decimal;
+    use std::collections::BTreeMap;
+    let fixture =
+        String::from_utf8(fixture("settlement_detail_report_batch_7.csv")).expect("utf-8");
+    let header = fixture.lines().next().expect("header");
+    let mut out = String::with_capacity(lines * 200);
+    out.push_str(header);
+    out.push('\n');
+    let mut nets: BTreeMap<(&str, &str), Decimal> = BTreeMap::new();
+    let mut entries = 0;
+    for i in 0..lines {
+        let merchant = MIXED_ACCOUNTS[i % 3];
+        let currency = match (i % 3, (i / 3) % 2) {
+            (0, _) | (2, 0) => "EUR",
+            _ => "USD",
+        };
+        if i % 997 == 996 {
+            out.push_str(&format!(
+                "SettleCo,{merchant},,,,2026-11-30 12:00:00,CET,{UNKNOWN_TYPE},bp-{i},{currency},,,,{currency},1.00,,,,,,,,{batch},,,,,,,\n"
+            ));
+            *nets.entry((merchant, currency)).or_default() -= Decimal::ONE;
+            entries += 1;
+        } else {
+            out.push_str(&format!(
+                "SettleCo,{merchant},88{i:014},order-{i},visa,2026-11-30 09:15:02,CET,Settled,89{i:014},{currency},,10.00,1,{currency},,9.75,0.25,,,,visaclassic,,{batch},,,,,,,\n"
+            ));
+            *nets.entry((merchant, currency)).or_default() += Decimal::new(975, 2);
+            entries += 2;
+        }
+    }
+    for ((merchant, currency), net) in nets {
+        out.push_str(&format!(
+            "SettleCo,{merchant},,,,2026-12-01 02:00:00,CET,MerchantPayout,\"batch {batch}, {merchant}, {currency}\",{currency},,,,{currency},{net},,,,,,,,{batch},,,,,,,\n"
+        ));
+        entries += 1;
+    }
+    (out.into_bytes(), entries)
+}
