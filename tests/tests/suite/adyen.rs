@@ -20,6 +20,7 @@ tests::on_both_backends!(
     each_merchant_accounts_batches_are_booked_and_what_settle_cannot_place_goes_to_suspense,
     a_batch_paid_in_two_currencies_and_one_carried_to_the_next_reconcile,
     a_batch_whose_notification_never_came_is_found_booked_and_listed,
+    a_source_restricted_to_some_merchant_accounts_books_only_theirs,
 );
 
 const MERCHANT: &str = "SettleShop";
@@ -815,5 +816,73 @@ async fn a_batch_whose_notification_never_came_is_found_booked_and_listed(backen
         output.contains("SettleShop") && output.contains("7-12") && output.contains("INCOMPLETE"),
         "{output}"
     );
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
+
+/// `merchant_accounts = ["SettleShop"]`: another merchant account's notifications are
+/// acknowledged as Adyen expects and counted, nothing recorded; a report holding both accounts'
+/// lines books this account's only (the others counted), and its batch reconciles.
+async fn a_source_restricted_to_some_merchant_accounts_books_only_theirs(backend: Backend) {
+    let reports = Arc::new(fake_reports().await);
+    let app = spawn(AppOptions {
+        adyen_reports: Some(reports.host()),
+        adyen_keys: format!("merchant_accounts = [\"{MERCHANT}\"]"),
+        ..AppOptions::on(backend)
+    })
+    .await;
+    let mut capture = tests::sign::adyen_item("CAPTURE", "7716000000000101", 3_000, "USD", "true");
+    capture["merchantAccountCode"] = serde_json::json!("SettleShopUS");
+    let response = app.post_adyen(&[capture]).await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.text().await.expect("body"), "[accepted]");
+    let other_report = batch_file(3);
+    reports.put_for(
+        "SettleShopUS",
+        &other_report,
+        payments_of("SettleShopUS", 0, 2, 3),
+    );
+    announce_for(&app, &reports, "SettleShopUS", &other_report).await;
+    assert_eq!(
+        app.count("settlement_events").await,
+        0,
+        "nothing of SettleShopUS recorded"
+    );
+    assert_eq!(
+        app.metric("settle_adyen_items_of_other_merchant_accounts_total{source=\"adyen\"}")
+            .await,
+        2.0
+    );
+
+    // A report of both accounts' lines, announced for the booked one.
+    let ours = String::from_utf8(payments_of(MERCHANT, 100, 2, 4)).expect("utf-8");
+    let theirs = String::from_utf8(payments_of("SettleShopUS", 200, 3, 4)).expect("utf-8");
+    let both: String = ours
+        .lines()
+        .chain(theirs.lines().skip(1))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    reports.put_for(MERCHANT, &batch_file(4), both.into_bytes());
+    announce(&app, &reports, &batch_file(4)).await;
+    batch_posted(&app, MERCHANT, 4).await;
+    app.wait_settled(30).await;
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE source_key LIKE 'adyen/settlement/SettleShopUS/%'")
+            .await,
+        0
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE source_key LIKE 'adyen/settlement/SettleShop/4/%'")
+            .await,
+        3,
+        "two payments and the payout"
+    );
+    assert_eq!(
+        app.metric("settle_adyen_report_lines_of_other_merchant_accounts_total{source=\"adyen\"}")
+            .await,
+        4.0,
+        "three payments and a payout of SettleShopUS"
+    );
+    let batch = reconciliation(&app, 4).await;
+    assert_eq!(batch["status"], "matched", "{batch}");
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }
