@@ -165,8 +165,9 @@ pub struct Report<R: Read> {
     columns: HashMap<&'static str, usize>,
     batch: Option<usize>,
     line: u64,
-    /// How many times each line identity has been seen so far.
-    seen: HashMap<String, u32>,
+    /// How many times each line identity has been seen so far, by the first 16 bytes of its
+    /// SHA-256 (a fixed size however long the report).
+    seen: HashMap<[u8; 16], u32>,
 }
 
 impl<R: Read> Report<R> {
@@ -230,7 +231,10 @@ impl<R: Read> Report<R> {
             fields["Type"], fields["Psp Reference"], fields["Modification Reference"]
         );
         let counted = format!("{}/{batch}/{identity}", fields["Merchant Account"]);
-        let seen = self.seen.entry(counted).or_insert(0);
+        let digest = <sha2::Sha256 as sha2::Digest>::digest(counted.as_bytes());
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&digest[..16]);
+        let seen = self.seen.entry(key).or_insert(0);
         *seen += 1;
         let identity = match *seen {
             1 => identity,
