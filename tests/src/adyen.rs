@@ -49,11 +49,9 @@ pub fn report_of(lines: usize, batch: u32) -> Vec<u8> {
 /// [`report_of`] of merchant account `merchant`, its payments numbered from `first` (each batch
 /// its own payments).
 pub fn payments_of(merchant: &str, first: usize, lines: usize, batch: u32) -> Vec<u8> {
-    let fixture =
-        String::from_utf8(fixture("settlement_detail_report_batch_7.csv")).expect("utf-8");
-    let header = fixture.lines().next().expect("header");
+    let header = report_header();
     let mut out = String::with_capacity(lines * 200);
-    out.push_str(header);
+    out.push_str(&header);
     out.push('\n');
     for i in first..first + lines {
         out.push_str(&format!(
@@ -82,11 +80,9 @@ pub const UNKNOWN_TYPE: &str = "BPPaidOut";
 pub fn mixed_report(lines: usize, batch: u32) -> (Vec<u8>, usize) {
     use rust_decimal::Decimal;
     use std::collections::BTreeMap;
-    let fixture =
-        String::from_utf8(fixture("settlement_detail_report_batch_7.csv")).expect("utf-8");
-    let header = fixture.lines().next().expect("header");
+    let header = report_header();
     let mut out = String::with_capacity(lines * 200);
-    out.push_str(header);
+    out.push_str(&header);
     out.push('\n');
     let mut nets: BTreeMap<(&str, &str), Decimal> = BTreeMap::new();
     let mut entries = 0;
@@ -117,4 +113,11 @@ pub fn mixed_report(lines: usize, batch: u32) -> (Vec<u8>, usize) {
         entries += 1;
     }
     (out.into_bytes(), entries)
+}
+
+/// The header line of `fixtures/adyen/settlement_detail_report_batch_7.csv`.
+fn report_header() -> String {
+    let fixture =
+        String::from_utf8(fixture("settlement_detail_report_batch_7.csv")).expect("utf-8");
+    fixture.lines().next().expect("header").to_owned()
 }

@@ -38,17 +38,6 @@ pub enum Held {
     Closed,
 }
 
-impl Held {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Held::Booked => "booked",
-            Held::Fetching => "fetching",
-            Held::DeadLetter => "dead_letter",
-            Held::Closed => "closed",
-        }
-    }
-}
-
 /// One series (one account at the provider) as the books hold it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Series {
@@ -79,6 +68,15 @@ impl Series {
     }
 }
 
+/// The search for `source`'s document events.
+fn documents(source: &SourceName, sequence: &dyn Sequence) -> EventFilter {
+    EventFilter {
+        source: Some(source.to_string()),
+        external_id_prefix: Some(sequence.prefix().to_owned()),
+        ..EventFilter::default()
+    }
+}
+
 /// A recorded document: where it stands, when it was received, its external id.
 type Recorded = (Held, DateTime<Utc>, String);
 
@@ -88,11 +86,7 @@ pub async fn series(
     source: &SourceName,
     sequence: &dyn Sequence,
 ) -> Result<Vec<Series>, StoreError> {
-    let filter = EventFilter {
-        source: Some(source.to_string()),
-        external_id_prefix: Some(sequence.prefix().to_owned()),
-        ..EventFilter::default()
-    };
+    let filter = documents(source, sequence);
     let mut found: BTreeMap<String, BTreeMap<u64, Recorded>> = BTreeMap::new();
     let mut cursor = None;
     loop {
@@ -161,8 +155,6 @@ pub async fn series(
 pub struct Looked {
     /// The external ids of the documents found and recorded by this look.
     pub recorded: Vec<String>,
-    /// Numbers asked of the provider.
-    pub asked: usize,
     /// Missing numbers still missing after the look, over every series.
     pub missing: usize,
     /// How long the oldest gap has been known, if there is one.
@@ -191,7 +183,6 @@ pub async fn look(
         let mut still_missing = 0;
         let mut gap = series.gap_since;
         for &number in series.missing.iter().take(LOOKUPS_PER_SERIES) {
-            looked.asked += 1;
             match sequence.probe(&like, number).await? {
                 Some(found) => looked
                     .recorded
@@ -205,7 +196,6 @@ pub async fn look(
         }
         if onward && let Some(last) = series.last() {
             for number in last + 1..=last + LOOKUPS_PER_SERIES as u64 {
-                looked.asked += 1;
                 match sequence.probe(&like, number).await? {
                     Some(found) => {
                         looked
@@ -285,12 +275,14 @@ pub(crate) async fn sequence_loop(
             if !onward && newest == watch.newest {
                 continue;
             }
+            // Looked at again on the next tick that has something new, or when due, whether this
+            // look succeeds or not.
+            watch.newest = newest;
+            if onward {
+                watch.onward_at = Some(Instant::now());
+            }
             match look(&store, &source, sequence, onward, lock_timeout_ms).await {
                 Ok(looked) => {
-                    watch.newest = newest;
-                    if onward {
-                        watch.onward_at = Some(Instant::now());
-                    }
                     for key in &looked.recorded {
                         info!(%source, %key, "a document no notification named was found and recorded");
                     }
@@ -306,11 +298,6 @@ pub(crate) async fn sequence_loop(
                         );
                 }
                 Err(error) => {
-                    // Looked at again on the next tick that has something new, or when due.
-                    if onward {
-                        watch.onward_at = Some(Instant::now());
-                    }
-                    watch.newest = newest;
                     warn!(%source, %error, "looking for the documents not booked failed");
                 }
             }
@@ -324,11 +311,7 @@ async fn newest(
     source: &SourceName,
     sequence: &dyn Sequence,
 ) -> Result<Option<i64>, StoreError> {
-    let filter = EventFilter {
-        source: Some(source.to_string()),
-        external_id_prefix: Some(sequence.prefix().to_owned()),
-        ..EventFilter::default()
-    };
+    let filter = documents(source, sequence);
     let page = store
         .search_events(&filter, PageRequest::new(None, Some(1)))
         .await?;

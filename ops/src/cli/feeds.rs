@@ -213,15 +213,15 @@ fn print_sequence(coverage: &SequenceCoverage, json: bool) -> anyhow::Result<()>
         ],
         &rows,
     );
-    println!(
-        "{}",
-        if coverage.complete() {
-            "complete"
-        } else {
-            "INCOMPLETE"
-        }
-    );
+    println!("{}", verdict(coverage.complete()));
     Ok(())
+}
+
+fn verdict(complete: bool) -> &'static str {
+    match complete {
+        true => "complete",
+        false => "INCOMPLETE",
+    }
 }
 
 /// `1-3,7,9-10` for `[1, 2, 3, 7, 9, 10]`.
@@ -293,14 +293,7 @@ fn print_coverage(coverage: &Coverage, json: bool) -> anyhow::Result<()> {
     for id in &coverage.not_listed {
         println!("in the books, not listed by the provider: {id}");
     }
-    println!(
-        "{}",
-        if coverage.complete() {
-            "complete"
-        } else {
-            "INCOMPLETE"
-        }
-    );
+    println!("{}", verdict(coverage.complete()));
     Ok(())
 }
 
