@@ -33,6 +33,10 @@ use crate::resolvers::Resolvers;
 
 /// How often each process looks at the feeds.
 const TICK: Duration = Duration::from_secs(1);
+/// How often a process looks whether a backfill it has seen asked for an opening balance is
+/// ready for it: the backfill's command waits for the opening, so the look is close behind the
+/// last window's posting.
+const OPENING_TICK: Duration = Duration::from_millis(200);
 /// A delivery received at `r` keeps the feed due until a window has read to `r` + this: a
 /// window reads whole seconds (its end is exclusive), and a provider may list a movement a
 /// moment after its webhook.
@@ -64,9 +68,17 @@ pub(crate) async fn feed_loop(
     let mut starting: HashSet<SourceName> = feeds.iter().map(|(s, _)| s.clone()).collect();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut opening_tick = tokio::time::interval(OPENING_TICK);
+    opening_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
+            _ = opening_tick.tick() => {
+                for (source, watch) in openings.iter_mut().filter(|(_, w)| w.awaited) {
+                    opening_look(&store, source, watch, lock_timeout_ms).await;
+                }
+                continue;
+            }
             _ = shutdown.cancelled() => return,
         }
         for (source, settings) in &feeds {
@@ -88,14 +100,23 @@ pub(crate) async fn feed_loop(
                     .await;
             }
             let watch = openings.entry(source.clone()).or_default();
-            match record_opening_when_ready(&store, source, watch, lock_timeout_ms).await {
-                Ok(Some(opening)) => {
-                    info!(%source, since = %opening.since, "backfill posted; opening balance recorded");
-                }
-                Ok(None) => {}
-                Err(error) => warn!(%source, %error, "looking at the opening balance failed"),
-            }
+            opening_look(&store, source, watch, lock_timeout_ms).await;
         }
+    }
+}
+
+async fn opening_look(
+    store: &Store,
+    source: &SourceName,
+    watch: &mut OpeningWatch,
+    lock_timeout_ms: u64,
+) {
+    match record_opening_when_ready(store, source, watch, lock_timeout_ms).await {
+        Ok(Some(opening)) => {
+            info!(%source, since = %opening.since, "backfill posted; opening balance recorded");
+        }
+        Ok(None) => {}
+        Err(error) => warn!(%source, %error, "looking at the opening balance failed"),
     }
 }
 
@@ -229,6 +250,9 @@ fn account_every(every: Duration, accounts: usize, budget: Option<&providers::Bu
 pub struct OpeningWatch {
     /// The opening is recorded: nothing more to watch.
     recorded: bool,
+    /// A backfill asked for an opening that is not recorded yet: looked at every
+    /// [`OPENING_TICK`].
+    awaited: bool,
     /// How many of the windows before the opening have posted (in order).
     posted: usize,
 }
@@ -253,8 +277,10 @@ pub async fn record_opening_when_ready(
         .is_some()
     {
         watch.recorded = true;
+        watch.awaited = false;
         return Ok(None);
     }
+    watch.awaited = true;
     let Some((first, _)) = store.first_feed_window(source).await? else {
         return Ok(None);
     };
@@ -277,6 +303,7 @@ pub async fn record_opening_when_ready(
     };
     let recorded = store.record_new(&[&event], lock_timeout_ms).await?;
     watch.recorded = true;
+    watch.awaited = false;
     Ok(matches!(recorded.first(), Some(Some(_))).then_some(opening))
 }
 

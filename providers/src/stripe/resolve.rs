@@ -162,8 +162,11 @@ async fn each_listed(
     listed
 }
 
-/// At most this many requests of one window's listing are in flight at once.
-const LISTINGS_MAX: usize = 8;
+/// At most this many requests of one window's listing are in flight at once: more than a burst
+/// has seconds listed side by side (a second's pages come one after another), so every chain
+/// of them waits on the budget rather than some running after the others, one round trip at a
+/// time.
+const LISTINGS_MAX: usize = 32;
 /// At most this many parts the rest of a span is cut into after its first page.
 const PARTS_MAX: i64 = 32;
 /// At most this many parts the rest of a span is cut into after a page within one second (a
