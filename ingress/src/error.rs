@@ -30,6 +30,8 @@ pub enum IngressError {
     Busy,
     #[error("the body did not arrive within {timeout_ms} ms")]
     BodyTimeout { timeout_ms: u64 },
+    #[error("the body arrived slower than {min_bytes_per_sec} bytes a second")]
+    BodyTooSlow { min_bytes_per_sec: u64 },
     #[error("the client closed the connection before its body arrived")]
     ClientAborted,
 }
@@ -53,7 +55,9 @@ impl IngressError {
             IngressError::Conflict { .. } => (StatusCode::CONFLICT, "event_conflict"),
             IngressError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             IngressError::Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
-            IngressError::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            IngressError::BodyTimeout { .. } | IngressError::BodyTooSlow { .. } => {
+                (StatusCode::REQUEST_TIMEOUT, "request_timeout")
+            }
             IngressError::ClientAborted => (StatusCode::BAD_REQUEST, "client_aborted"),
         }
     }

@@ -30,8 +30,14 @@ pub struct Ingress {
     sources: Arc<Sources>,
     body_bytes_max: usize,
     body_read_timeout: std::time::Duration,
+    body_min_bytes_per_sec: u64,
     budget: budget::BodyBudget,
 }
+
+/// The address a request came from (the peer, or a trusted proxy's `X-Forwarded-For`), as the
+/// server tells each request: a client's share of the body budget is kept by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientAddress(pub std::net::IpAddr);
 
 impl Ingress {
     /// Spawns the recording group loop, so it must be called on a tokio runtime.
@@ -53,7 +59,12 @@ impl Ingress {
             sources: Arc::new(sources),
             body_bytes_max,
             body_read_timeout: std::time::Duration::from_millis(settings.body_read_timeout_ms),
-            budget: budget::BodyBudget::new(settings.body_budget_bytes),
+            body_min_bytes_per_sec: settings.body_min_bytes_per_sec,
+            budget: budget::BodyBudget::new(budget::Limits {
+                total: settings.body_budget_bytes,
+                client: settings.client_budget_bytes,
+                source: settings.source_budget_bytes,
+            }),
         }
     }
 

@@ -33,9 +33,16 @@ pub struct IngressSettings {
     /// it, or never ending a chunked one, gets 408).
     pub body_read_timeout_ms: u64,
     /// Bodies being read before their signature is checked, all connections together, hold at
-    /// most this much memory: a delivery beyond it gets 503 with `Retry-After` before its body
-    /// is read. Each reserves its `Content-Length` (a chunked one, `body_bytes_max`).
+    /// most this much memory, reserved as their bytes arrive: a delivery whose next bytes do
+    /// not fit gets 503 with `Retry-After`.
     pub body_budget_bytes: usize,
+    /// What the bodies being read from one client address may hold together.
+    pub client_budget_bytes: usize,
+    /// What the bodies being read for one source may hold together.
+    pub source_budget_bytes: usize,
+    /// After its first second, a body must keep arriving at this many bytes a second on average
+    /// (else 408): a connection trickling bytes is closed long before `body_read_timeout_ms`.
+    pub body_min_bytes_per_sec: u64,
 }
 
 impl Default for IngressSettings {
@@ -46,6 +53,9 @@ impl Default for IngressSettings {
             lock_timeout_ms: 1000,
             body_read_timeout_ms: 10_000,
             body_budget_bytes: 32 * 1024 * 1024,
+            client_budget_bytes: 4 * 1024 * 1024,
+            source_budget_bytes: 16 * 1024 * 1024,
+            body_min_bytes_per_sec: 1024,
         }
     }
 }
@@ -60,6 +70,8 @@ impl IngressSettings {
             ("lock_timeout_ms", self.lock_timeout_ms),
             ("body_read_timeout_ms", self.body_read_timeout_ms),
             ("body_budget_bytes", self.body_budget_bytes as u64),
+            ("client_budget_bytes", self.client_budget_bytes as u64),
+            ("source_budget_bytes", self.source_budget_bytes as u64),
         ];
         for (name, value) in positive {
             if value == 0 {

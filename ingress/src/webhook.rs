@@ -1,26 +1,34 @@
 //! `POST /webhooks/{source}`: verify, adapt, record with its job in one transaction, and answer
 //! 2xx only after the commit returned.
 
-use axum::Json;
-use axum::body::{Body, to_bytes};
+use std::time::Duration;
+
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use futures::StreamExt;
 use ledger::{Content, Recorded};
 use providers::{Acknowledgement, Adapted};
 use serde_json::json;
 use tracing::{info, instrument, warn};
 
-use crate::Ingress;
+use crate::budget::Reservation;
 use crate::error::IngressError;
+use crate::{ClientAddress, Ingress};
 
-#[instrument(name = "webhook", skip_all, fields(source = %source_name))]
+/// The span names the source only when it is configured: the path segment is percent-decoded
+/// and anyone's (a newline in it would forge a line of a text log).
+#[instrument(name = "webhook", skip_all, fields(source = tracing::field::Empty))]
 pub(crate) async fn receive(
     State(ingress): State<Ingress>,
     Path(source_name): Path<String>,
+    client: Option<Extension<ClientAddress>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let client = client.map(|Extension(ClientAddress(address))| address);
     let started = std::time::Instant::now();
     // Only configured names become label values: an unknown path cannot grow the metrics.
     let source_label = if ingress.sources.get(&source_name).is_some() {
@@ -28,7 +36,8 @@ pub(crate) async fn receive(
     } else {
         "unknown".into()
     };
-    let response = match handle(&ingress, &source_name, &headers, body).await {
+    tracing::Span::current().record("source", tracing::field::display(&source_label));
+    let response = match handle(&ingress, &source_name, client, &headers, body).await {
         Ok(response) => response,
         Err(error) => {
             info!(outcome = error.code(), "delivery refused");
@@ -47,6 +56,7 @@ pub(crate) async fn receive(
 async fn handle(
     ingress: &Ingress,
     source_name: &str,
+    client: Option<std::net::IpAddr>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, IngressError> {
@@ -71,9 +81,8 @@ async fn handle(
         .receiver
         .precheck(headers, now)
         .map_err(providers::Rejection::from)?;
-    let reserve = declared.map_or(limit_bytes, |length| length as usize);
-    let _budget = ingress.budget.reserve(reserve).ok_or(IngressError::Busy)?;
-    let body = read_body(body, limit_bytes, ingress.body_read_timeout).await?;
+    let mut reservation = ingress.budget.reservation(client, source_name);
+    let body = read_body(body, ingress, &mut reservation).await?;
     let acknowledgement = source.receiver.acknowledgement();
     let events = match source.receiver.receive(headers, &body, now)? {
         Adapted::Ignored(why) => {
@@ -125,37 +134,57 @@ async fn handle(
     }
 }
 
-/// Reads the whole body within `timeout`, at most `limit_bytes` of it. A body over the limit is
-/// `PayloadTooLarge`; a connection that closed or failed mid-body is `ClientAborted` (the
-/// client is gone, whatever the answer).
+/// Reads the whole body: at most `body_bytes_max` of it, within `body_read_timeout`, at
+/// `body_min_bytes_per_sec` on average after its first second, each chunk reserved in the body
+/// budget as it arrives. A body over the limit is `PayloadTooLarge`; one too slow or too late
+/// `BodyTooSlow` / `BodyTimeout`; a chunk the budget has no room for `Busy`; a connection that
+/// closed or failed mid-body `ClientAborted` (the client is gone, whatever the answer).
 async fn read_body(
     body: Body,
-    limit_bytes: usize,
-    timeout: std::time::Duration,
+    ingress: &Ingress,
+    reservation: &mut Reservation,
 ) -> Result<axum::body::Bytes, IngressError> {
-    match tokio::time::timeout(timeout, to_bytes(body, limit_bytes)).await {
-        Err(_) => Err(IngressError::BodyTimeout {
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        }),
-        Ok(Ok(body)) => Ok(body),
-        Ok(Err(error)) if is_length_limit(&error) => {
-            Err(IngressError::PayloadTooLarge { limit_bytes })
+    let limit_bytes = ingress.body_bytes_max;
+    let timeout = ingress.body_read_timeout;
+    let min_rate = ingress.body_min_bytes_per_sec.max(1);
+    let started = tokio::time::Instant::now();
+    let deadline = started + timeout;
+    let mut data = body.into_data_stream();
+    let mut read = Vec::new();
+    loop {
+        // The next chunk must come by the time the average rate would fall below the minimum.
+        let received = read.len() as u64;
+        let due = started
+            + Duration::from_millis(RATE_GRACE_MS + received.saturating_add(1) * 1000 / min_rate);
+        let wait = due.min(deadline);
+        let chunk = match tokio::time::timeout_at(wait, data.next()).await {
+            Err(_) if wait == deadline => {
+                return Err(IngressError::BodyTimeout {
+                    timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                });
+            }
+            Err(_) => {
+                return Err(IngressError::BodyTooSlow {
+                    min_bytes_per_sec: min_rate,
+                });
+            }
+            Ok(None) => return Ok(read.into()),
+            Ok(Some(Err(_))) => return Err(IngressError::ClientAborted),
+            Ok(Some(Ok(chunk))) => chunk,
+        };
+        if read.len() + chunk.len() > limit_bytes {
+            return Err(IngressError::PayloadTooLarge { limit_bytes });
         }
-        Ok(Err(_)) => Err(IngressError::ClientAborted),
+        reservation
+            .grow(chunk.len())
+            .map_err(|_| IngressError::Busy)?;
+        read.extend_from_slice(&chunk);
     }
 }
 
-/// Whether reading failed on the length limit (rather than on the connection).
-fn is_length_limit(error: &axum::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(error) = source {
-        if error.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        source = error.source();
-    }
-    false
-}
+/// How long a body may take before its average rate is held to the minimum (a connection's
+/// first bytes may wait on the network).
+const RATE_GRACE_MS: u64 = 1_000;
 
 /// The one answer of a provider that expects the same for every delivery kept.
 fn fixed(content_type: &'static str, body: &'static str) -> Response {

@@ -1,7 +1,9 @@
-//! Failed authentication, limited per client address: every failed API token or dashboard login
-//! spends one of the address' allowance (governor's keyed GCRA limiter: `per_minute` a minute,
-//! in a burst of as many); once it is spent, every attempt from that address, right or wrong,
-//! is answered 429 with `Retry-After` until the allowance recovers. Failures are logged at warn
+//! Failed authentication, limited per client address: every wrong API token or dashboard login
+//! token spends one of the address' allowance (governor's keyed GCRA limiter: `per_minute` a
+//! minute, in a burst of as many); once it is spent, every wrong attempt from that address is
+//! answered 429 with `Retry-After` until the allowance recovers. A request that presents no
+//! token spends nothing, and a valid token always passes: operators behind one address (a
+//! tunnel, a proxy) are not locked out by whoever else is there. Failures are logged at warn
 //! (the address and where, never what was presented) and counted.
 
 use std::collections::HashMap;
@@ -46,7 +48,8 @@ impl AuthGuard {
         }
     }
 
-    /// Before checking what `client` presents: refused while it is throttled.
+    /// After what `client` presented proved wrong, before counting it: refused while the
+    /// address is throttled.
     pub fn admit(&self, client: IpAddr, surface: &'static str) -> Result<(), Throttled> {
         let now = Instant::now();
         let until = self

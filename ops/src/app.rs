@@ -109,7 +109,11 @@ impl App {
                 .await
                 .context("cannot migrate the database")?;
         }
-        let sources = config.sources()?;
+        // Only a role that verifies webhooks reads their signing secrets.
+        let sources = match role.serves_webhooks() {
+            true => Some(config.sources()?),
+            false => None,
+        };
         for (source, note) in config.source_notes()? {
             tracing::warn!(%source, "{note}");
         }
@@ -126,9 +130,9 @@ impl App {
             }),
             false => None,
         };
-        tracing::info!(?role, sources = sources.len(), backend = ?store.kind(), "settle built");
+        tracing::info!(?role, sources = config.sources.len(), backend = ?store.kind(), "settle built");
         let worker_health = workers.as_ref().map(Workers::health);
-        let public = public.map(|listener| {
+        let public = public.zip(sources).map(|(listener, sources)| {
             let router = health::public_router().merge(
                 Ingress::new(
                     store.clone(),
@@ -249,6 +253,7 @@ fn internal_router(
     worker_health: Option<workers::WorkerHealth>,
 ) -> anyhow::Result<Router> {
     let mut router = health::internal_router(store.clone(), worker_health);
+    let hosts = crate::hosts::AllowedHosts::new(&config.http.ops_hosts);
     if role.serves_operators() {
         let tokens = Arc::new(config.api_tokens()?);
         let guard = Arc::new(AuthGuard::new(config.http.auth_failures_per_minute));
@@ -283,7 +288,11 @@ fn internal_router(
             move |request, next| request_deadline(timeout, request, next),
         )));
     }
-    Ok(router)
+    Ok(
+        router.layer(axum::middleware::from_fn(move |request, next| {
+            crate::hosts::check(hosts.clone(), request, next)
+        })),
+    )
 }
 
 /// What the public listener serves: webhooks (with the configured sources) and health.

@@ -47,6 +47,18 @@ pub struct TokenConfig {
 pub struct Caller {
     pub name: String,
     pub role: Role,
+    /// Which token it presented ([`token_tag`]): a session is bound to it.
+    pub token_tag: String,
+}
+
+/// What identifies a configured token beyond its name, without being its configured hash: the
+/// hex SHA-256 of `settle-session-token:` and that hash. A token replaced under the same name
+/// has another tag.
+fn token_tag(hash: &[u8; 32]) -> String {
+    let mut digest = Sha256::new();
+    digest.update(b"settle-session-token:");
+    digest.update(hash);
+    hex::encode(digest.finalize())
 }
 
 /// The configured tokens, checked at load.
@@ -77,6 +89,7 @@ impl Tokens {
                 Caller {
                     name: config.name.clone(),
                     role: config.role,
+                    token_tag: token_tag(&hash),
                 },
             ));
         }
@@ -104,12 +117,13 @@ impl Tokens {
         self.tokens.is_empty()
     }
 
-    /// The caller a configured token of this name stands for, if one is configured.
-    pub fn named(&self, name: &str) -> Option<Caller> {
+    /// The caller the configured token with this tag ([`Caller::token_tag`]) stands for, if
+    /// it is still configured.
+    pub fn tagged(&self, tag: &str) -> Option<Caller> {
         self.tokens
             .iter()
             .map(|(_, caller)| caller)
-            .find(|caller| caller.name == name)
+            .find(|caller| !tag.is_empty() && caller.token_tag == tag)
             .cloned()
     }
 }
@@ -147,6 +161,25 @@ mod tests {
             Some(Role::Finance)
         );
         assert_eq!(tokens.caller("a-secre"), None);
+        let alice = tokens.caller("a-secret").expect("alice");
+        assert_eq!(tokens.tagged(&alice.token_tag), Some(alice.clone()));
+        assert_ne!(
+            alice.token_tag,
+            token_sha256("a-secret"),
+            "not the configured hash"
+        );
+        let replaced = Tokens::new(&[TokenConfig {
+            name: "alice".into(),
+            role: Role::Ops,
+            token_sha256: token_sha256("a-new-secret"),
+        }])
+        .expect("tokens");
+        assert_eq!(
+            replaced.tagged(&alice.token_tag),
+            None,
+            "another token, same name"
+        );
+        assert_eq!(tokens.tagged(""), None);
         assert_eq!(tokens.caller(""), None);
         assert!(
             Tokens::new(&[TokenConfig {

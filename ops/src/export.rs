@@ -113,7 +113,8 @@ impl Writer {
                 let mut out = format!("{last} settle closing balances (assertions)\n");
                 for ((account, currency), total) in &self.totals {
                     out.push_str(&format!(
-                        "    {account}  0 {currency} = {} {currency}\n",
+                        "    {}  0 {currency} = {} {currency}\n",
+                        one_line(account),
                         exact(*total, currency)
                     ));
                 }
@@ -223,20 +224,44 @@ fn beancount_components(account: &str) -> String {
 }
 
 fn quote(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('"', "\\\"")
+    one_line(text).replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// `text` with every control character (a newline in a reason, say) a space: in a ledger file
+/// a newline would end the entry and start whatever the text says next.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// A CSV cell a spreadsheet shows as text: one starting with `=`, `+`, `-`, `@`, a tab or a
+/// carriage return (a formula, to a spreadsheet) gets a leading `'`. Amounts are written as
+/// magnitudes (debit, credit) and dates and ids start with a digit, so no number is touched.
+fn cell(text: String) -> String {
+    match text.chars().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{text}"),
+        _ => text,
+    }
 }
 
 fn hledger_entry(entry: &EntryView) -> String {
     // `;` starts a comment and `|` splits payee from note in hledger descriptions.
-    let description = entry.description.replace([';', '|'], ",");
+    let description = one_line(&entry.description).replace([';', '|'], ",");
     let mut out = format!(
         "{} {description}  ; entry:{}, source:{}, kind:{}, event:{}\n",
-        entry.effective_date, entry.id, entry.source, entry.kind, entry.event_id
+        entry.effective_date,
+        entry.id,
+        entry.source,
+        one_line(&entry.kind),
+        entry.event_id
     );
     for line in &entry.lines {
         out.push_str(&format!(
             "    {}  {} {}\n",
-            line.account, line.amount, line.currency
+            one_line(&line.account),
+            line.amount,
+            line.currency
         ));
     }
     out.push('\n');
@@ -279,7 +304,7 @@ fn csv_entry(entry: &EntryView) -> String {
 fn csv_row(fields: &[String]) -> String {
     let mut writer = csv::Writer::from_writer(Vec::with_capacity(256));
     // Writing to memory cannot fail.
-    let _ = writer.write_record(fields);
+    let _ = writer.write_record(fields.iter().map(|field| cell(field.clone())));
     writer
         .into_inner()
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
@@ -374,6 +399,31 @@ mod tests {
         assert_eq!(
             writer.beancount_account_for("std", "odd name:x_y"),
             "Equity:Odd-name:X-y"
+        );
+    }
+
+    #[test]
+    fn csv_cells_a_spreadsheet_would_run_are_text() {
+        assert_eq!(
+            csv_row(&[
+                "=HYPERLINK(\"x\")".into(),
+                "+1".into(),
+                "-2".into(),
+                "@SUM(A1)".into(),
+                "\tx".into(),
+                "12.50".into(),
+                "sales".into(),
+            ]),
+            "\"'=HYPERLINK(\"\"x\"\")\",'+1,'-2,'@SUM(A1),'\tx,12.50,sales\n"
+        );
+    }
+
+    #[test]
+    fn ledger_texts_stay_on_their_line() {
+        assert_eq!(one_line("a\nb\r\tc"), "a b  c");
+        assert_eq!(
+            quote("say \"hi\"\n2030-01-01 *"),
+            "say \\\"hi\\\" 2030-01-01 *"
         );
     }
 

@@ -12,6 +12,7 @@ pub mod dashboard;
 pub mod export;
 pub mod feeds;
 mod health;
+pub mod hosts;
 pub mod loadgen;
 mod request_id;
 pub mod server;

@@ -38,12 +38,16 @@ pub struct HttpSettings {
     pub connections_max: usize,
     /// On SIGTERM: how long in-flight requests get to finish before their connections close.
     pub shutdown_timeout_secs: u64,
-    /// Failed API tokens and dashboard logins allowed per client address per minute (in a burst
-    /// of as many); beyond them, every attempt from that address gets 429 until it recovers.
+    /// Wrong API tokens and dashboard login tokens allowed per client address per minute (in a
+    /// burst of as many); beyond them, every wrong one from that address gets 429 until it
+    /// recovers (a request with no token costs nothing, a valid token always passes).
     pub auth_failures_per_minute: u32,
     /// Take the client's address from the last `X-Forwarded-For` entry (set by a proxy in front
     /// of settle) instead of the connection's peer. Only behind a proxy that sets it.
     pub trust_forwarded_for: bool,
+    /// Host names the operator listener answers besides loopback names and IP addresses (the
+    /// name operators reach the dashboard by); any other `Host` is answered 421.
+    pub ops_hosts: Vec<String>,
 }
 
 impl Default for HttpSettings {
@@ -55,6 +59,7 @@ impl Default for HttpSettings {
             shutdown_timeout_secs: 30,
             auth_failures_per_minute: 10,
             trust_forwarded_for: false,
+            ops_hosts: Vec::new(),
         }
     }
 }
@@ -81,9 +86,7 @@ impl HttpSettings {
 /// files, the listener, outbound calls.
 pub const FILES_RESERVED: u64 = 256;
 
-/// The address a request came from (the peer, or a trusted proxy's `X-Forwarded-For`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientAddress(pub IpAddr);
+pub use ingress::ClientAddress;
 
 /// The connection cap for this process: the configured one, else the open-file limit (its soft
 /// limit raised to the hard one first) less [`FILES_RESERVED`]. Logs both limits.

@@ -28,7 +28,10 @@ pub fn init(format: LogFormat) {
         .with_writer(std::io::stderr);
     let result = match json {
         true => builder.json().flatten_event(true).try_init(),
-        false => builder.try_init(),
+        // Colour only on a terminal: a file or a collector gets plain text.
+        false => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
     };
     // Already initialised (tests start several apps in one process): keep the first.
     if result.is_ok() {

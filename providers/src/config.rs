@@ -107,7 +107,7 @@ impl Section<'_> {
             None => Ok(None),
             Some(value) => serde_json::from_value(value.clone())
                 .map(Some)
-                .map_err(|error| SectionError::key(key, error.to_string())),
+                .map_err(|error| SectionError::key(key, without_value(&error.to_string()))),
         }
     }
 
@@ -139,6 +139,15 @@ impl Section<'_> {
                     format!("environment variable {name} ({variable}) is not set"),
                 )
             })
+    }
+}
+
+/// A deserializer's message without the value it was given (`invalid type: string "…",
+/// expected …`): the key may hold a secret, and errors are printed and logged.
+fn without_value(message: &str) -> String {
+    match message.rsplit_once(", expected ") {
+        Some((_, expected)) => format!("wrong type or value: expected {expected}"),
+        None => message.to_owned(),
     }
 }
 
@@ -223,6 +232,8 @@ mod tests {
         let error = section.get::<bool>("flag").expect_err("not a boolean");
         assert_eq!(error.key, Some("flag"));
         assert!(error.message.contains("expected a boolean"), "{error}");
+        let error = section.get::<u32>("api_key").expect_err("not a number");
+        assert!(!error.message.contains("k_1"), "no value printed: {error}");
         assert_eq!(
             section.secret_or_variable("api_key", "api_key_env"),
             Ok(Some("k_1".to_owned()))

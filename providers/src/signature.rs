@@ -30,8 +30,17 @@ impl fmt::Debug for SigningKey {
     }
 }
 
+/// The fewest bytes a signing key may have: shorter ones can be guessed offline from one signed
+/// delivery.
+pub const KEY_BYTES_MIN: usize = 16;
+
+/// Secrets published as examples (the Standard Webhooks documentation's, which examples copy):
+/// anyone can sign with them.
+const PUBLISHED_SECRETS: &[&str] = &["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"];
+
 /// Each of a source's secrets as a key, derived the provider's way (`derive` says why a secret
-/// is not one). Several secrets allow rotation; none is an error.
+/// is not one). Several secrets allow rotation; none is an error. A published example secret,
+/// or one whose key is shorter than [`KEY_BYTES_MIN`] bytes, is refused.
 pub(crate) fn signing_keys(
     section: &Section<'_>,
     provider: &str,
@@ -48,7 +57,23 @@ pub(crate) fn signing_keys(
         .iter()
         .enumerate()
         .map(|(index, secret)| {
-            derive(secret.expose()).map_err(|why| SectionError::secret(index, provider, why))
+            if PUBLISHED_SECRETS.contains(&secret.expose()) {
+                return Err(SectionError::secret(
+                    index,
+                    provider,
+                    "a published example secret: anyone can sign with it; use your own",
+                ));
+            }
+            let key = derive(secret.expose())
+                .map_err(|why| SectionError::secret(index, provider, why))?;
+            if key.bytes().len() < KEY_BYTES_MIN {
+                return Err(SectionError::secret(
+                    index,
+                    provider,
+                    "shorter than 16 bytes: too easily guessed",
+                ));
+            }
+            Ok(key)
         })
         .collect()
 }
@@ -75,13 +100,19 @@ pub enum SignatureError {
     Mismatch,
     #[error("signature timestamp is outside the tolerance window")]
     OutOfTolerance,
+    /// A signed field is not of the form the provider documents for it, so its signature
+    /// could vouch for more than one reading of the fields.
+    #[error("signed field {0} is not of the provider's documented form")]
+    FieldForm(&'static str),
 }
 
 impl SignatureError {
     pub fn code(&self) -> &'static str {
         match self {
             SignatureError::Missing(_) => "missing_signature",
-            SignatureError::Malformed(_) | SignatureError::Mismatch => "invalid_signature",
+            SignatureError::Malformed(_)
+            | SignatureError::Mismatch
+            | SignatureError::FieldForm(_) => "invalid_signature",
             SignatureError::OutOfTolerance => "timestamp_out_of_tolerance",
         }
     }
@@ -124,6 +155,34 @@ pub(crate) fn check_tolerance(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every provider's secrets go through one gate: a published example and a key under 16
+    /// bytes are refused, naming the secret by its place only.
+    #[test]
+    fn weak_secrets_are_refused_whatever_the_provider() {
+        let source = ledger::SourceName::parse("s").expect("name");
+        let keys = serde_json::Map::new();
+        let as_bytes = |secret: &str| Ok(SigningKey::new(secret.as_bytes().to_vec()));
+        let keys_of = |secret: &str| {
+            let secrets = [crate::config::Secret::new(secret)];
+            let section = Section {
+                source: &source,
+                secrets: &secrets,
+                tolerance_secs: 300,
+                keys: &keys,
+            };
+            signing_keys(&section, "any", as_bytes).map(|keys| keys.len())
+        };
+        assert_eq!(keys_of("a-secret-of-sixteen-bytes-or-more"), Ok(1));
+        for (secret, why) in [
+            ("whsec_short", "shorter than 16 bytes"),
+            (PUBLISHED_SECRETS[0], "a published example secret"),
+        ] {
+            let error = keys_of(secret).expect_err(secret);
+            assert!(error.message.contains(why), "{error}");
+            assert!(!error.message.contains(secret), "{error}");
+        }
+    }
 
     #[test]
     fn tolerance_holds_both_ways() {

@@ -15,7 +15,7 @@ use crate::db::{Database, SqliteFile, TestDb};
 use crate::sign;
 
 /// The `std` source's current secret (the Standard Webhooks public test secret).
-pub const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub const STANDARD_SECRET: &str = "whsec_hp09L9NNueRHag3OnXaH+c0BE/vNuSrr";
 /// A second active secret of the `std` source (rotation).
 pub const STANDARD_SECRET_OLD: &str = "whsec_b2xkIHNlY3JldCBvZiB0aGUgdGVzdHM=";
 /// The `stripe` source's secrets (current, and a second active one for rotation).
@@ -244,14 +244,37 @@ pub async fn start(database: Database, mut options: AppOptions) -> TestApp {
         None => fake_stripe().await,
     };
     options.stripe = Some(stripe.clone());
-    let config =
-        Config::from_toml(&config_toml(&database.url(), &options)).expect("test configuration");
+    // A fleet's process connects as its runtime role (README.md, Database roles); `serve`, the
+    // single-node mode, as the owner.
+    let runtime_role = match options.role {
+        Role::Ingress => Some("settle_ingress"),
+        Role::Worker => Some("settle_worker"),
+        Role::Console => Some("settle_console"),
+        Role::Serve => None,
+    };
+    // The runtime roles are granted on every PostgreSQL test database: a fleet of worker
+    // processes may join any app.
+    if let Database::Postgres(db) = &database {
+        db.grant_runtime_roles().await;
+    }
+    let url = match (&database, runtime_role) {
+        (Database::Postgres(db), Some(role)) => crate::db::as_role(&db.url, role),
+        _ => database.url(),
+    };
+    let mut config = Config::from_toml(&config_toml(&url, &options)).expect("test configuration");
+    config.migrate_on_start &= url == database.url();
     crate::logs::init();
     let app = App::build(&config, options.role).await.expect("app builds");
     let none = SocketAddr::from(([127, 0, 0, 1], 0));
     let addr = app.local_addr().unwrap_or(none);
     let ops_addr = app.ops_addr().unwrap_or(none);
-    let store = app.store().clone();
+    // The test's own reads and checks go through the owner.
+    let store = match url == database.url() {
+        true => app.store().clone(),
+        false => ledger::Store::connect(&database.url(), &ledger::StoreOptions::default())
+            .await
+            .expect("connect as the owner"),
+    };
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(app.run(shutdown.clone()));
     let pool = match &database {

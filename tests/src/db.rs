@@ -95,6 +95,43 @@ impl TestDb {
         admin.close().await;
     }
 
+    /// Migrates this database and grants the runtime roles as `settle db grant-roles` does,
+    /// with a login role for each ([`as_role`]) made once for the server.
+    pub async fn grant_runtime_roles(&self) {
+        let admin = admin_pool_at(&self.admin).await;
+        let mut tx = admin.begin().await.expect("begin");
+        // One test at a time creates the server's roles (a role is the server's, not a
+        // database's: they stay, as fixtures, for the next run).
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('settle test roles'))")
+            .execute(&mut *tx)
+            .await
+            .expect("lock");
+        for role in RUNTIME_ROLES {
+            let login = login_role(role);
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DO $$ BEGIN
+                     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN
+                         CREATE ROLE {role} NOLOGIN;
+                     END IF;
+                     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{login}') THEN
+                         CREATE ROLE {login} LOGIN IN ROLE {role};
+                     END IF;
+                 END $$"
+            )))
+            .execute(&mut *tx)
+            .await
+            .expect("create the runtime and login roles");
+        }
+        tx.commit().await.expect("commit");
+        admin.close().await;
+        let store = ledger::Store::connect(&self.url, &ledger::StoreOptions::default())
+            .await
+            .expect("connect");
+        store.migrate().await.expect("migrate");
+        store.grant_roles().await.expect("grant the runtime roles");
+        store.close().await;
+    }
+
     /// A pool for the test's own assertions.
     pub async fn pool(&self) -> PgPool {
         PgPoolOptions::new()
@@ -162,6 +199,24 @@ async fn drop_leftovers(admin: &PgPool, now: u64) {
             .await;
         }
     }
+}
+
+/// The runtime roles (`settle db grant-roles`).
+pub const RUNTIME_ROLES: [&str; 3] = ledger::store::RUNTIME_ROLES;
+
+/// The test login role that is a member of `runtime_role` (`settle_worker` -> `settle_t_worker`).
+fn login_role(runtime_role: &str) -> String {
+    runtime_role.replacen("settle_", "settle_t_", 1)
+}
+
+/// `url` connecting as the test login role of `runtime_role` (see
+/// [`TestDb::grant_runtime_roles`]).
+pub fn as_role(url: &str, runtime_role: &str) -> String {
+    let mut url = reqwest::Url::parse(url).expect("a database URL");
+    url.set_username(&login_role(runtime_role))
+        .expect("a URL with a user");
+    url.set_password(None).expect("a URL with a password");
+    url.to_string()
 }
 
 /// A fresh SQLite file per test (in the temp dir), removed with its WAL files when dropped.

@@ -63,10 +63,23 @@ impl<'a> Fleet<'a> {
         env: Vec<(&'static str, String)>,
     ) -> Self {
         let config = scratch.write("settle.toml", &config_toml(&app.database_url(), options));
+        // On PostgreSQL each member connects as a worker's runtime role (the app that made the
+        // database granted them); it does not migrate.
+        let (url, env) = match app.backend() {
+            crate::app::Backend::Postgres => {
+                let mut env = env;
+                env.push(("SETTLE_MIGRATE_ON_START", "false".to_owned()));
+                (
+                    crate::db::as_role(&app.database_url(), "settle_worker"),
+                    env,
+                )
+            }
+            crate::app::Backend::Sqlite => (app.database_url(), env),
+        };
         Fleet {
             scratch,
             config,
-            url: app.database_url().clone(),
+            url,
             env,
             members: Vec::new(),
             starts: 0,

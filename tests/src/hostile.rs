@@ -7,7 +7,9 @@ use crate::app::{
     ADYEN_KEY, ADYEN_KEY_OLD, STANDARD_SECRET, STANDARD_SECRET_OLD, STANDARD_SECRET_UNKNOWN,
     STRIPE_API_KEY, STRIPE_SECRET, STRIPE_SECRET_OLD, charge,
 };
-use crate::sign::{adyen_item, adyen_notification, now, standard_headers, stripe_header};
+use crate::sign::{
+    adyen_item, adyen_notification, adyen_signature, now, standard_headers, stripe_header,
+};
 
 const UNKNOWN_ADYEN_KEY: &str = "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789";
 
@@ -286,11 +288,33 @@ fn stripe_cases() -> Vec<Case> {
     ]
 }
 
+/// A genuine item whose merchant reference holds a colon (`ord:7`), signed, and then the colon
+/// moved into its PSP reference with every field shifted along: the signed text, and so the
+/// signature, are the same, and the PSP reference (the event's key) is new.
+fn colon_shifted(item: &Value) -> String {
+    let mut genuine = item.clone();
+    genuine["merchantReference"] = "ord:7".into();
+    let signature = adyen_signature(ADYEN_KEY, &genuine);
+    let mut shifted = genuine.clone();
+    shifted["pspReference"] = format!("{}:", genuine["pspReference"].as_str().expect("psp")).into();
+    shifted["originalReference"] = genuine["merchantAccountCode"].clone();
+    shifted["merchantAccountCode"] = "ord".into();
+    shifted["merchantReference"] = "7".into();
+    assert_eq!(
+        adyen_signature(ADYEN_KEY, &shifted),
+        signature,
+        "the same signed text"
+    );
+    shifted["additionalData"] = serde_json::json!({"hmacSignature": signature});
+    serde_json::json!({"live": "false", "notificationItems": [{"NotificationRequestItem": shifted}]})
+        .to_string()
+}
+
 /// Adyen signs fields inside the body and no timestamp: there is no header to strip and no
 /// tolerance window; a body that is not a notification cannot be authenticated at all (401).
 fn adyen_cases() -> Vec<Case> {
     let path = "/webhooks/adyen";
-    let item = adyen_item("CAPTURE", "psp_h", 1130, "EUR", "true");
+    let item = adyen_item("CAPTURE", "PSPH000000000000", 1130, "EUR", "true");
     let good = adyen_notification(ADYEN_KEY, std::slice::from_ref(&item));
     let with_signature = |signature: &str| {
         let mut body: Value = serde_json::from_str(&good).expect("json");
@@ -322,6 +346,7 @@ fn adyen_cases() -> Vec<Case> {
     );
     wrong_type.content_type = "text/xml";
     let big = adyen_notification(ADYEN_KEY, &[serde_json::json!({"pad": "x".repeat(5000)})]);
+    let colon_shifted = colon_shifted(&item);
     vec![
         case(
             "adyen missing signature",
@@ -387,6 +412,14 @@ fn adyen_cases() -> Vec<Case> {
             "not json",
             401,
             "missing_signature",
+        ),
+        case(
+            "adyen colon shifted into the PSP reference",
+            path,
+            vec![],
+            &colon_shifted,
+            401,
+            "invalid_signature",
         ),
         case(
             "adyen revoked key",

@@ -90,6 +90,9 @@ pub fn check_lines(lines: &[Line]) -> Result<(), String> {
         if line.account.trim().is_empty() {
             return Err("every line needs an account".into());
         }
+        if line.account.chars().any(char::is_control) {
+            return Err("an account has no control characters (a newline, a tab)".into());
+        }
         if line.amount.is_zero() {
             return Err(format!("a line of {} is zero", line.account));
         }
@@ -261,6 +264,13 @@ mod rules {
                 line("income:sales", "USD", "-1.00")
             ])
             .is_err()
+        );
+        assert_eq!(
+            check_lines(&[
+                line("assets:std\n2030-01-01 * forged", "USD", "1.00"),
+                line("income:sales", "USD", "-1.00")
+            ]),
+            Err("an account has no control characters (a newline, a tab)".into())
         );
     }
 }

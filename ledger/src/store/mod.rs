@@ -27,6 +27,7 @@ pub use crate::error::StoreError;
 pub use corrections::{Corrected, CorrectionRequest, check_lines};
 pub use movements::ResolvedPost;
 pub use pauses::{PauseChange, SourcePause};
+pub use postgres::roles::RUNTIME_ROLES;
 pub use retention::{ExpiryRule, PayloadErasure, PruneLine, RetentionPolicy};
 
 use crate::finance::{
@@ -243,6 +244,17 @@ impl Store {
     /// processes start together.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         on_backend!(self, store => store.migrate().await)
+    }
+
+    /// Creates the runtime roles of a fleet (those missing) and grants each what it may do
+    /// (`store::postgres::roles`). PostgreSQL only: an SQLite file has one user, its owner.
+    pub async fn grant_roles(&self) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.grant_roles(true).await,
+            Backend::Sqlite(_) => Err(StoreError::Unsupported(
+                "an SQLite database has one user (its file's owner): roles are PostgreSQL's",
+            )),
+        }
     }
 
     /// Reachable, and every migration this build knows is applied.

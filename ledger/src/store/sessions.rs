@@ -13,6 +13,8 @@ pub struct StoredSession {
     pub actor: String,
     /// The role that token had then.
     pub role: String,
+    /// Which token it was (beyond its name): the session ends when it is replaced.
+    pub token_tag: String,
     pub csrf: String,
     pub expires_at: DateTime<Utc>,
 }
@@ -24,6 +26,7 @@ pub struct NewSession<'a> {
     pub id_sha256: &'a str,
     pub actor: &'a str,
     pub role: &'a str,
+    pub token_tag: &'a str,
     pub csrf: &'a str,
     pub now: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -44,12 +47,14 @@ macro_rules! session_rows {
                     .execute(&mut *tx)
                     .await?;
                 sqlx::query(
-                    "INSERT INTO dashboard_sessions (id_sha256, actor, role, csrf, created_at, expires_at)
-                     VALUES ($1, $2, $3, $4, $5, $6)",
+                    "INSERT INTO dashboard_sessions
+                         (id_sha256, actor, role, token_tag, csrf, created_at, expires_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
                 .bind(session.id_sha256)
                 .bind(session.actor)
                 .bind(session.role)
+                .bind(session.token_tag)
                 .bind(session.csrf)
                 .bind(session.now)
                 .bind(session.expires_at)
@@ -66,19 +71,25 @@ macro_rules! session_rows {
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Option<crate::store::sessions::StoredSession>, crate::store::StoreError>
             {
-                let row: Option<(String, String, String, chrono::DateTime<chrono::Utc>)> =
-                    sqlx::query_as(
-                        "SELECT actor, role, csrf, expires_at FROM dashboard_sessions
+                let row: Option<(
+                    String,
+                    String,
+                    String,
+                    String,
+                    chrono::DateTime<chrono::Utc>,
+                )> = sqlx::query_as(
+                    "SELECT actor, role, token_tag, csrf, expires_at FROM dashboard_sessions
                          WHERE id_sha256 = $1 AND expires_at > $2",
-                    )
-                    .bind(id_sha256)
-                    .bind(now)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                Ok(row.map(|(actor, role, csrf, expires_at)| {
+                )
+                .bind(id_sha256)
+                .bind(now)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(row.map(|(actor, role, token_tag, csrf, expires_at)| {
                     crate::store::sessions::StoredSession {
                         actor,
                         role,
+                        token_tag,
                         csrf,
                         expires_at,
                     }

@@ -142,7 +142,49 @@ pub(super) const CHECKS: &[CheckSql] = &[
              'journal_corrections_no_delete')) AS t
          WHERE NOT EXISTS (SELECT 1 FROM sqlite_master m WHERE m.type = 'trigger' AND m.name = t.value)",
     },
+    CheckSql {
+        name: "runtime_roles_cannot_alter_the_journal",
+        description: "no runtime role (settle_ingress, settle_worker, settle_console, or a role that is one) is a superuser, owns a table or function, may create in the schema, may update or delete an append-only row, or may truncate or add triggers to a guarded table (an SQLite file has one user)",
+        postgres: RUNTIME_ROLES_CANNOT_ALTER_THE_JOURNAL,
+        sqlite: "SELECT '' WHERE 0",
+    },
 ];
+
+/// The runtime roles and every role made a member of one (read from the memberships: a
+/// superuser counts as a member of every role, but is flagged only when made one).
+const RUNTIME_ROLES_CANNOT_ALTER_THE_JOURNAL: &str = "WITH RECURSIVE members(oid) AS (
+             SELECT oid FROM pg_roles
+             WHERE rolname IN ('settle_ingress', 'settle_worker', 'settle_console')
+             UNION
+             SELECT m.member FROM pg_auth_members m JOIN members ON m.roleid = members.oid),
+         runtime AS (SELECT r.oid, r.rolname, r.rolsuper FROM pg_roles r JOIN members USING (oid)),
+         append_only(rel) AS (VALUES ('journal_entries'), ('journal_lines'), ('journal_corrections'),
+             ('audit_log'), ('payout_items'), ('payload_erasures')),
+         guarded(rel) AS (SELECT rel FROM append_only UNION ALL VALUES ('settlement_events'), ('source_pauses')),
+         schemas(oid) AS (SELECT oid FROM pg_namespace WHERE nspname IN ('public', 'apalis'))
+         SELECT 'role ' || rolname || ' is a superuser' FROM runtime WHERE rolsuper
+         UNION ALL
+         SELECT 'role ' || r.rolname || ' may ' || p.privilege || ' ' || a.rel
+           FROM runtime r CROSS JOIN append_only a CROSS JOIN (VALUES ('update'), ('delete')) p(privilege)
+           WHERE NOT r.rolsuper AND has_table_privilege(r.oid, 'public.' || a.rel, p.privilege)
+         UNION ALL
+         SELECT 'role ' || r.rolname || ' may ' || p.privilege || ' ' || g.rel
+           FROM runtime r CROSS JOIN guarded g CROSS JOIN (VALUES ('truncate'), ('trigger')) p(privilege)
+           WHERE NOT r.rolsuper AND has_table_privilege(r.oid, 'public.' || g.rel, p.privilege)
+         UNION ALL
+         SELECT 'role ' || r.rolname || ' owns ' || c.oid::regclass::text
+           FROM runtime r JOIN pg_class c ON pg_has_role(r.oid, c.relowner, 'USAGE')
+           WHERE NOT r.rolsuper AND c.relnamespace IN (SELECT oid FROM schemas)
+         UNION ALL
+         SELECT 'role ' || r.rolname || ' owns function ' || p.oid::regprocedure::text
+           FROM runtime r JOIN pg_proc p ON pg_has_role(r.oid, p.proowner, 'USAGE')
+           WHERE NOT r.rolsuper AND p.pronamespace IN (SELECT oid FROM schemas)
+         UNION ALL
+         SELECT 'role ' || r.rolname || ' may create in schema ' || n.nspname
+           FROM runtime r CROSS JOIN pg_namespace n
+           WHERE NOT r.rolsuper AND n.oid IN (SELECT oid FROM schemas)
+             AND has_schema_privilege(r.oid, n.oid, 'CREATE')
+         ORDER BY 1";
 
 const DEAD_LETTER_OPEN_ONLY_FOR_ABANDONED: &str =
     "SELECT 'dead letter ' || d.id || ' (event ' || e.id || ' is ' || e.status || ')'

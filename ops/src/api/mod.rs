@@ -167,22 +167,28 @@ impl FromRequestParts<ApiState> for Reader {
             .extensions
             .get::<ClientAddress>()
             .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |c| c.0);
-        state
-            .guard
-            .admit(client, "api")
-            .map_err(ApiError::Throttled)?;
-        let caller = parts
+        // No credential is not a failed one: it costs the address nothing.
+        let Some(token) = parts
             .headers
             .get(AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
-            .and_then(|token| state.tokens.caller(token.trim()));
-        match caller {
-            Some(caller) => Ok(Reader(caller)),
-            None => match state.guard.failed(client, "api") {
-                Ok(()) => Err(ApiError::Unauthorized),
-                Err(throttled) => Err(ApiError::Throttled(throttled)),
-            },
+            .map(str::trim)
+            .filter(|token| !token.is_empty())
+        else {
+            return Err(ApiError::Unauthorized);
+        };
+        // A valid token passes whatever others at the same address have tried.
+        if let Some(caller) = state.tokens.caller(token) {
+            return Ok(Reader(caller));
+        }
+        state
+            .guard
+            .admit(client, "api")
+            .map_err(ApiError::Throttled)?;
+        match state.guard.failed(client, "api") {
+            Ok(()) => Err(ApiError::Unauthorized),
+            Err(throttled) => Err(ApiError::Throttled(throttled)),
         }
     }
 }

@@ -109,6 +109,11 @@ pub enum Command {
     #[command(after_help = "Example:\n  \
         DATABASE_URL=postgres://settle@db/settle settle migrate")]
     Migrate,
+    /// A fleet's database roles on PostgreSQL.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
     /// Drain the dead letter: list, show, requeue, discard.
     #[command(
         name = "dead-letters",
@@ -277,6 +282,21 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Create the runtime roles settle_ingress, settle_worker and settle_console (those
+    /// missing; needs CREATEROLE) and grant each what its processes may do. Run as the role that
+    /// migrates (it owns the tables); every later `settle migrate` grants again. Then make each
+    /// process' login role a member of one (README.md, Database roles).
+    #[command(
+        name = "grant-roles",
+        after_help = "Example:\n  \
+        DATABASE_URL=postgres://settle_owner@db/settle settle db grant-roles\n  \
+        psql -c \"CREATE ROLE settle_worker_1 LOGIN PASSWORD '...' IN ROLE settle_worker\""
+    )]
+    GrantRoles,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Print a fresh random token and the configuration lines that hold only its hash.
     #[command(after_help = "Example:\n  \
@@ -329,6 +349,9 @@ impl Cli {
             } => config_check(self.config.as_deref()),
             command => {
                 let loaded = Config::load(self.config.as_deref())?;
+                if matches!(&command, Command::Serve { .. } | Command::Ingress { .. }) {
+                    loaded.check_sources()?;
+                }
                 let config = match &command {
                     Command::Serve { .. } | Command::Ingress { .. } | Command::Worker { .. } => {
                         loaded.strict()?
@@ -362,6 +385,22 @@ async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<
             store.migrate().await.context("migration failed")?;
             store.close().await;
             println!("migrations applied");
+            Ok(())
+        }
+        Command::Db {
+            command: DbCommand::GrantRoles,
+        } => {
+            let store = connect(&config).await?;
+            store.migrate().await.context("migration failed")?;
+            store
+                .grant_roles()
+                .await
+                .context("cannot create or grant the runtime roles")?;
+            store.close().await;
+            println!(
+                "runtime roles granted: {} (make each process' login role a member of one)",
+                ledger::store::RUNTIME_ROLES.join(", ")
+            );
             Ok(())
         }
         Command::Healthcheck { url, timeout_secs } => {
@@ -500,6 +539,7 @@ fn config_check(file: Option<&Path>) -> anyhow::Result<()> {
         Some(file) => format!("{} and the environment", file.display()),
         None => "defaults and the environment, no file".to_owned(),
     };
+    loaded.check_sources()?;
     let config = loaded.strict()?;
     config.resolvers()?;
     let notes = config.source_notes()?;

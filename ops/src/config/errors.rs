@@ -49,13 +49,52 @@ pub fn explain(error: figment::Error, file: Option<(&Path, &str)>) -> anyhow::Er
                     }
                     what
                 }
-                kind if key.is_empty() => kind.to_string(),
-                kind => format!("`{key}`: {kind}"),
+                kind if key.is_empty() => without_value(kind),
+                kind => format!("`{key}`: {}", without_value(kind)),
             };
             format!("{place}{what}")
         })
         .collect();
     anyhow::anyhow!("invalid configuration: {}", sentences.join("; "))
+}
+
+/// What is wrong, never the value given: a key may hold a secret (a signing secret given where
+/// a list was expected, a password in a URL of the wrong type), and errors are printed and logged.
+fn without_value(kind: &Kind) -> String {
+    match kind {
+        Kind::InvalidType(actual, expected) => {
+            format!("expected {expected}, found {}", what(actual))
+        }
+        Kind::InvalidValue(actual, expected) => {
+            format!("invalid {}: expected {expected}", what(actual))
+        }
+        Kind::UnknownVariant(_, expected) => {
+            format!("unknown value (expected one of: {})", expected.join(", "))
+        }
+        Kind::Unsupported(actual) => format!("unsupported {}", what(actual)),
+        Kind::UnsupportedKey(actual, _) => format!("unsupported key of type {}", what(actual)),
+        kind => kind.to_string(),
+    }
+}
+
+/// The kind of a value given, without the value.
+fn what(actual: &figment::error::Actual) -> &'static str {
+    use figment::error::Actual;
+    match actual {
+        Actual::Bool(_) => "a boolean",
+        Actual::Unsigned(_) | Actual::Signed(_) => "an integer",
+        Actual::Float(_) => "a float",
+        Actual::Char(_) | Actual::Str(_) => "a string",
+        Actual::Bytes(_) => "bytes",
+        Actual::Unit | Actual::Option => "nothing",
+        Actual::Seq => "a list",
+        Actual::Map | Actual::NewtypeStruct | Actual::StructVariant => "a table",
+        Actual::Enum
+        | Actual::UnitVariant
+        | Actual::NewtypeVariant
+        | Actual::TupleVariant
+        | Actual::Other(_) => "a value",
+    }
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

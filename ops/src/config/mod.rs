@@ -35,6 +35,19 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// Every source's receiving half built (its webhook secrets read), an error located by its
+    /// line in the file: what `config check` and the roles that verify webhooks check first.
+    pub fn check_sources(&self) -> anyhow::Result<()> {
+        let text = self
+            .file
+            .as_ref()
+            .and_then(|file| std::fs::read_to_string(file).ok());
+        self.config
+            .sources()
+            .map(drop)
+            .map_err(|error| errors::locate(error, self.file.as_deref().zip(text.as_deref())))
+    }
+
     /// For the long-running roles (`serve`, `ingress`, `worker`): a variable that names no
     /// setting refuses start-up, since a misspelt setting of a process that posts money must
     /// not be silently ignored.
@@ -418,7 +431,7 @@ impl Config {
     pub fn from_toml(text: &str) -> anyhow::Result<Config> {
         let config: Config = Figment::from(Toml::string(text))
             .extract()
-            .context("invalid configuration")?;
+            .map_err(|error| errors::explain(error, None))?;
         config
             .validate()
             .map_err(|error| errors::locate(error, None))?;
@@ -438,7 +451,19 @@ impl Config {
         if self.retention.prune_every_secs == 0 {
             bail!("retention.prune_every_secs must be positive");
         }
-        self.sources()?;
+        // Every source's table is checked here but its webhook secrets: those are read only by
+        // the roles that verify webhooks (`sources`), and by `config check`.
+        self.each_source(false, |_, _| Ok(()))?;
+        for (index, source) in self.sources.iter().enumerate() {
+            if source.expect_delivery_within_secs == Some(0) {
+                Err(SourceConfigError {
+                    index,
+                    source_name: source.name.clone(),
+                    key: Some("expect_delivery_within_secs".into()),
+                    message: "expect_delivery_within_secs must be positive".into(),
+                })?;
+            }
+        }
         self.ingress.validate().map_err(anyhow::Error::msg)?;
         self.workers.validate().map_err(anyhow::Error::msg)?;
         self.http.validate().map_err(anyhow::Error::msg)?;
@@ -459,10 +484,12 @@ impl Config {
         }
     }
 
-    /// Each source's table as its provider reads it, handed to `build`; the first refusal
-    /// names its source and key.
+    /// Each source's table as its provider reads it, handed to `build`, with its webhook secrets
+    /// when `with_secrets` (else none: nothing but the receiving half needs them); the first
+    /// refusal names its source and key.
     fn each_source<T>(
         &self,
+        with_secrets: bool,
         build: impl Fn(&dyn Provider, &Section<'_>) -> Result<T, providers::SectionError>,
     ) -> Result<Vec<T>, SourceConfigError> {
         let mut built = Vec::with_capacity(self.sources.len());
@@ -479,9 +506,12 @@ impl Config {
             if let Some((key, message)) = source.unknown_key(provider) {
                 return Err(refused(Some(&key), message));
             }
-            let secrets = source
-                .secrets()
-                .map_err(|message| refused(Some("secrets_env"), message))?;
+            let secrets = match with_secrets {
+                true => source
+                    .secrets()
+                    .map_err(|message| refused(Some("secrets_env"), message))?,
+                false => Vec::new(),
+            };
             let section = Section {
                 source: &source.name,
                 secrets: &secrets,
@@ -498,19 +528,12 @@ impl Config {
     /// The configured sources, each with its provider's receiving half (its secrets turned into
     /// keys, its keys checked); secrets from `secrets_env` included.
     pub fn sources(&self) -> anyhow::Result<Sources> {
-        let receivers = self.each_source(|provider, section| provider.receiver(section))?;
+        let receivers = self.each_source(true, |provider, section| provider.receiver(section))?;
         let mut sources = Vec::with_capacity(receivers.len());
-        for (index, (config, receiver)) in self.sources.iter().zip(receivers).enumerate() {
+        for (config, receiver) in self.sources.iter().zip(receivers) {
             let mut source = Source::new(config.name.clone(), receiver);
-            match config.expect_delivery_within_secs {
-                Some(0) => Err(SourceConfigError {
-                    index,
-                    source_name: config.name.clone(),
-                    key: Some("expect_delivery_within_secs".into()),
-                    message: "expect_delivery_within_secs must be positive".into(),
-                })?,
-                Some(secs) => source = source.with_expected_within(secs),
-                None => {}
+            if let Some(secs) = config.expect_delivery_within_secs {
+                source = source.with_expected_within(secs);
             }
             sources.push(source);
         }
@@ -520,7 +543,7 @@ impl Config {
     /// What each source's provider says a person running it should know (source, note), in
     /// the sources' order.
     pub fn source_notes(&self) -> anyhow::Result<Vec<(String, String)>> {
-        let notes = self.each_source(|provider, section| provider.notes(section))?;
+        let notes = self.each_source(false, |provider, section| provider.notes(section))?;
         Ok(self
             .sources
             .iter()
@@ -532,7 +555,7 @@ impl Config {
     /// What workers resolve triggers through: each source's provider's resolving half, its
     /// credentials read from their variables now.
     pub fn resolvers(&self) -> anyhow::Result<Resolvers> {
-        let resolvers = self.each_source(|provider, section| provider.resolver(section))?;
+        let resolvers = self.each_source(false, |provider, section| provider.resolver(section))?;
         Ok(Resolvers::new(
             self.sources
                 .iter()
@@ -581,6 +604,14 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// Loaded and every source's receiving half built (its secrets read), as `config check`
+    /// and the roles that verify webhooks do.
+    fn checked(text: &str) -> anyhow::Result<Config> {
+        let config = Config::from_toml(text)?;
+        config.sources()?;
+        Ok(config)
+    }
+
     #[test]
     fn a_minimal_file_gets_defaults() {
         let config = Config::from_toml(
@@ -588,7 +619,7 @@ mod tests {
             [[sources]]
             name = "std"
             provider = "standard"
-            secrets = ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]
+            secrets = ["whsec_hp09L9NNueRHag3OnXaH+c0BE/vNuSrr"]
             "#,
         )
         .expect("config");
@@ -596,13 +627,16 @@ mod tests {
         assert_eq!(config.database_url, DEFAULT_DATABASE_URL);
         assert_eq!(config.body_bytes_max, 256 * 1024);
         assert_eq!(config.sources[0].tolerance_secs, 300);
-        assert!(!format!("{config:?}").contains("MfKQ9r8"));
+        assert!(!format!("{config:?}").contains("hp09L9NN"));
     }
 
     #[test]
     fn bad_files_are_refused_with_the_reason() {
         for (text, reason) in [
-            ("lisen = \"x\"", "unknown field"),
+            (
+                "lisen = \"x\"",
+                "unknown key `lisen` (did you mean `listen`?)",
+            ),
             (
                 "[[sources]]\nname = \"Bad Name\"\nprovider = \"standard\"",
                 "source name",
@@ -613,15 +647,15 @@ mod tests {
             ),
             ("database_url = \"mysql://x\"", "database URL"),
             (
-                "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\ntolerance_sec = 5",
+                "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_hp09L9NNueRHag3OnXaH+c0BE/vNuSrr\"]\ntolerance_sec = 5",
                 "unknown key: not a setting of a source (did you mean `tolerance_secs`?)",
             ),
             (
-                "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\nexpect_delivery_within_secs = 0",
+                "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_hp09L9NNueRHag3OnXaH+c0BE/vNuSrr\"]\nexpect_delivery_within_secs = 0",
                 "`sources.0.expect_delivery_within_secs`: expect_delivery_within_secs must be positive",
             ),
         ] {
-            let error = format!("{:#}", Config::from_toml(text).expect_err(text));
+            let error = format!("{:#}", checked(text).expect_err(text));
             assert!(error.contains(reason), "{text}: {error}");
         }
     }
@@ -650,7 +684,7 @@ mod tests {
             .expect("a provider with keys of its own");
         let key = owner.keys()[0].name;
         let text = format!(
-            "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\n{key} = 1"
+            "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_hp09L9NNueRHag3OnXaH+c0BE/vNuSrr\"]\n{key} = 1"
         );
         let error = format!("{:#}", Config::from_toml(&text).expect_err(&text));
         assert!(
@@ -662,11 +696,57 @@ mod tests {
         );
     }
 
+    /// A published example secret and a short one are refused at load, and no error prints the
+    /// value of a key given with the wrong type (it may be a secret).
+    #[test]
+    fn weak_secrets_are_refused_and_no_error_prints_a_value() {
+        let source = |secrets: &str| {
+            format!("[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = {secrets}\n")
+        };
+        for (secrets, why) in [
+            (
+                "[\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]",
+                "a published example secret",
+            ),
+            ("[\"whsec_c2hvcnQ=\"]", "shorter than 16 bytes"),
+        ] {
+            let error = format!("{:#}", checked(&source(secrets)).expect_err(secrets));
+            assert!(error.contains(why), "{error}");
+            assert!(!error.contains("whsec_"), "{error}");
+        }
+        for text in [
+            source("\"whsec_aGlkZGVuIHNlY3JldCBvZiB0aGUgdGVzdA==\""),
+            "database_url = 7\n[[tokens]]\nname = \"n\"\nrole = \"whsec_aGlkZGVuIHNlY3JldCBvZiB0aGUgdGVzdA==\"\ntoken_sha256 = \"\"\n".into(),
+        ] {
+            let error = format!("{:#}", checked(&text).expect_err("a wrong type"));
+            assert!(!error.contains("aGlkZGVu"), "{error}");
+            assert!(error.contains("expected"), "{error}");
+        }
+    }
+
+    /// The webhook secrets are read only when the receiving half is built: a configuration
+    /// whose secrets' variable is not set loads, resolves and gives its notes; its sources do
+    /// not build.
+    #[test]
+    fn webhook_secrets_are_read_only_for_the_receiving_half() {
+        let text = "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets_env = \"SETTLE_TEST_NOT_SET_ANYWHERE\"\n";
+        let config = Config::from_toml(text).expect("loads without the secrets");
+        config
+            .resolvers()
+            .expect("resolvers need no webhook secret");
+        config.source_notes().expect("notes need no webhook secret");
+        let error = format!(
+            "{:#}",
+            config.sources().expect_err("the receiver needs them")
+        );
+        assert!(error.contains("SETTLE_TEST_NOT_SET_ANYWHERE"), "{error}");
+    }
+
     /// A source's key error names the file's line of the key.
     #[test]
     fn a_source_error_names_its_line() {
         let text = "listen = \"127.0.0.1:1\"\n\n[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_!!!\"]\n";
-        let error = Config::from_toml(text).expect_err("a bad secret");
+        let error = checked(text).expect_err("a bad secret");
         let located = errors::locate(
             anyhow::anyhow!(SourceConfigError {
                 index: 0,

@@ -78,10 +78,23 @@ pub(super) async fn login(
     Form(form): Form<LoginForm>,
 ) -> Response {
     let warning = cookie_dropped(&state, &headers);
-    if let Err(throttled) = state.guard.admit(client, "dashboard") {
+    let token = form.token.trim();
+    // An empty form is not a failed credential; a valid token passes whatever others at the
+    // same address have tried.
+    if token.is_empty() {
+        return (
+            StatusCode::UNAUTHORIZED,
+            login_form(Some("Enter a token."), warning),
+        )
+            .into_response();
+    }
+    let caller = state.tokens.caller(token);
+    if caller.is_none()
+        && let Err(throttled) = state.guard.admit(client, "dashboard")
+    {
         return throttled_page(throttled, warning);
     }
-    match state.tokens.caller(form.token.trim()) {
+    match caller {
         Some(caller) => {
             tracing::info!(actor = %caller.name, role = caller.role.as_str(), client = %client, "dashboard login");
             let id = match state.sessions.open(&caller).await {

@@ -3,8 +3,8 @@
 //! session id in a `Secure; HttpOnly; SameSite=Strict` cookie; the database keeps only the id's
 //! SHA-256, who logged in with which role, the session's CSRF token (which every action form
 //! carries) and when it expires. The token itself is never stored or sent back. A session ends
-//! at its expiry, at logout, when its token leaves the configuration (or changes role), or when
-//! its holder logs out everywhere.
+//! at its expiry, at logout, when its token leaves the configuration (or is replaced, even under
+//! the same name, or changes role), or when its holder logs out everywhere.
 
 use std::time::Duration;
 
@@ -66,6 +66,7 @@ impl Sessions {
                 id_sha256: &key(&id),
                 actor: &caller.name,
                 role: caller.role.as_str(),
+                token_tag: &caller.token_tag,
                 csrf: &random_hex(),
                 now,
                 expires_at: now + lifetime,
@@ -74,14 +75,15 @@ impl Sessions {
         Ok(id)
     }
 
-    /// The open session under `id`, while its token is still configured with the role it had.
+    /// The open session under `id`, while the very token it was opened with is still
+    /// configured, under the same name and with the role it had.
     async fn get(&self, id: &str, tokens: &Tokens) -> Result<Option<Session>, PageError> {
         let Some(stored) = self.store.session(&key(id), chrono::Utc::now()).await? else {
             return Ok(None);
         };
         Ok(tokens
-            .named(&stored.actor)
-            .filter(|caller| caller.role.as_str() == stored.role)
+            .tagged(&stored.token_tag)
+            .filter(|caller| caller.name == stored.actor && caller.role.as_str() == stored.role)
             .map(|caller| Session {
                 caller,
                 csrf: stored.csrf,

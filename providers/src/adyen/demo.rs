@@ -21,9 +21,9 @@ const REPORT: &str = "settlement_detail_report_batch_1.csv";
 /// refund, the month's fee and the payout of the rest.
 const REPORT_CSV: &str = "\
 Company Account,Merchant Account,Psp Reference,Merchant Reference,Payment Method,Creation Date,TimeZone,Type,Modification Reference,Gross Currency,Gross Debit (GC),Gross Credit (GC),Exchange Rate,Net Currency,Net Debit (NC),Net Credit (NC),Commission (NC),Markup (NC),Scheme Fees (NC),Interchange (NC),Payment Method Variant,Modification Merchant Reference,Batch Number
-DemoCo,TestMerchant,psp_payment_1,order-42,visa,2026-11-30 12:05:00,CET,Settled,psp_capture_1,EUR,,42.00,1,EUR,,40.90,,0.10,0.20,0.80,visaclassic,,1
-DemoCo,TestMerchant,psp_payment_2,order-43,mc,2026-11-30 13:10:00,CET,Settled,psp_capture_2,USD,,25.00,0.92,EUR,,22.60,0.40,,,,mccredit,,1
-DemoCo,TestMerchant,psp_payment_1,order-42,visa,2026-11-30 15:00:00,CET,Refunded,psp_refund_1,EUR,10.00,,1,EUR,10.00,,,,,,visaclassic,refund-42,1
+DemoCo,TestMerchant,PSPPAYMENT100000,order-42,visa,2026-11-30 12:05:00,CET,Settled,PSPCAPTURE100000,EUR,,42.00,1,EUR,,40.90,,0.10,0.20,0.80,visaclassic,,1
+DemoCo,TestMerchant,PSPPAYMENT200000,order-43,mc,2026-11-30 13:10:00,CET,Settled,PSPCAPTURE200000,USD,,25.00,0.92,EUR,,22.60,0.40,,,,mccredit,,1
+DemoCo,TestMerchant,PSPPAYMENT100000,order-42,visa,2026-11-30 15:00:00,CET,Refunded,PSPREFUND1000000,EUR,10.00,,1,EUR,10.00,,,,,,visaclassic,refund-42,1
 DemoCo,TestMerchant,,,,2026-11-30 23:00:00,CET,Fee,Transaction Fees November 2026,EUR,,,,EUR,1.50,,,,,,,,1
 DemoCo,TestMerchant,,,,2026-12-01 02:00:00,CET,MerchantPayout,\"TX0000000001XT batch 1, TestMerchant\",EUR,,,,EUR,52.00,,,,,,,,1
 ";
@@ -90,9 +90,9 @@ impl DemoPart for Part {
     ) -> BoxFuture<'a, Result<(), DemoError>> {
         Box::pin(async move {
             let items = [
-                sign::item("CAPTURE", "psp_capture_1", 4200, "EUR", "true"),
-                sign::item("REFUND", "psp_refund_1", 1000, "EUR", "true"),
-                sign::item("AUTHORISATION", "psp_auth_1", 4200, "EUR", "true"),
+                sign::item("CAPTURE", "PSPCAPTURE100000", 4200, "EUR", "true"),
+                sign::item("REFUND", "PSPREFUND1000000", 1000, "EUR", "true"),
+                sign::item("AUTHORISATION", "PSPAUTH100000000", 4200, "EUR", "true"),
             ];
             self.deliver(
                 deliver,

@@ -9,6 +9,7 @@ mod config;
 mod demo;
 mod download;
 pub mod fake;
+mod form;
 mod fuzzing;
 mod receive;
 pub mod report;
@@ -99,9 +100,9 @@ impl Provider for Adyen {
         })))
     }
 
-    /// A `CAPTURE` of `minor` cents in EUR, `CAPTURE:<id>`.
+    /// A `CAPTURE` of `minor` cents in EUR, its PSP reference [`sign::reference`] of `id`.
     fn sample(&self, secret: &str, id: &str, minor: i64, _conflicting: bool) -> Sample {
-        let item = sign::item("CAPTURE", id, minor, "EUR", "true");
+        let item = sign::item("CAPTURE", &sign::reference(id), minor, "EUR", "true");
         Sample {
             headers: Vec::new(),
             body: sign::notification(secret, &[item]),
@@ -109,7 +110,11 @@ impl Provider for Adyen {
     }
 
     fn sample_external_id(&self, id: &str) -> String {
-        format!("CAPTURE:{id}")
+        // A run's prefix (`{run}-`) or one event of it.
+        match id.strip_suffix('-') {
+            Some(run) => format!("CAPTURE:{}", sign::reference_prefix(run)),
+            None => format!("CAPTURE:{}", sign::reference(id)),
+        }
     }
 
     fn demo(&self) -> BoxFuture<'static, Result<Box<dyn DemoPart>, DemoError>> {

@@ -2,8 +2,9 @@
 //! `{"live": "...", "notificationItems": [{"NotificationRequestItem": {...}}]}`. Every item
 //! carries `additionalData.hmacSignature`: base64 HMAC-SHA256, keyed with the hex-decoded HMAC
 //! key, over `pspReference:originalReference:merchantAccountCode:merchantReference:value:
-//! currency:eventCode:success` (a missing field is empty; nothing is escaped). Every item must
-//! verify, or the whole delivery is refused. The signature lives inside the JSON, so the body is
+//! currency:eventCode:success` (a missing field is empty; nothing is escaped, so every signed
+//! field but the merchant reference must be of its documented form first: `form`). Every item
+//! must verify, or the whole delivery is refused; the signature is not kept with the payload. The signature lives inside the JSON, so the body is
 //! parsed to find it; a body that is not a readable notification cannot be authenticated (401).
 //!
 //! Each item is its own event, `external_id` = `eventCode:pspReference` (a report's
@@ -34,6 +35,7 @@ use serde_json::{Map, Value, json};
 
 use super::EXPONENTS;
 use super::config::MoneyFrom;
+use super::form;
 use super::trigger::{AdyenReportTrigger, AdyenSaleTrigger};
 use crate::seam::{Acknowledgement, Adapted, Ignore, Receive, Rejection, Unparseable};
 use crate::signature::{SignatureError, SigningKey, any_matches};
@@ -122,6 +124,16 @@ impl<'a> Item<'a> {
         .join(":")
     }
 
+    /// The item as kept: its fields without the signature, which would let anyone who reads
+    /// the payload (an event's page) sign other items' text.
+    fn stored(&self) -> String {
+        let mut fields = self.fields.clone();
+        if let Some(Value::Object(additional)) = fields.get_mut("additionalData") {
+            additional.remove("hmacSignature");
+        }
+        Value::Object(fields).to_string()
+    }
+
     fn signature(&self) -> Option<&'a str> {
         self.fields
             .get("additionalData")?
@@ -136,6 +148,7 @@ pub(crate) fn verify(source: &Receiver, body: &[u8]) -> Result<Value, SignatureE
         serde_json::from_slice(body).map_err(|_| SignatureError::Missing(SIGNATURE_FIELD))?;
     let items = items(&value).ok_or(SignatureError::Missing(SIGNATURE_FIELD))?;
     for item in &items {
+        form::check(item.fields)?;
         let signature = item
             .signature()
             .ok_or(SignatureError::Missing(SIGNATURE_FIELD))?;
@@ -207,7 +220,7 @@ pub(crate) fn adapt(source: &Receiver, value: &Value) -> Result<Adapted, Unparse
                 events.push(NewEvent {
                     source: source.name.clone(),
                     external_id,
-                    payload: Value::Object(item.fields.clone()).to_string(),
+                    payload: item.stored(),
                     content: Content::Named(
                         AdyenReportTrigger {
                             file: psp_reference.to_owned(),
@@ -242,7 +255,7 @@ pub(crate) fn adapt(source: &Receiver, value: &Value) -> Result<Adapted, Unparse
         events.push(NewEvent {
             source: source.name.clone(),
             external_id,
-            payload: Value::Object(item.fields.clone()).to_string(),
+            payload: item.stored(),
             content,
         });
     }
@@ -609,7 +622,7 @@ mod tests {
             signed(
                 json!({"amount": {"currency": currency, "value": value}, "eventCode": code,
                           "eventDate": "2026-11-30T12:00:00Z", "merchantAccountCode": "M",
-                          "merchantReference": "order-1", "pspReference": format!("psp{code}"), "success": success}),
+                          "merchantReference": "order-1", "pspReference": format!("{:0<16}", code.replace('_', "")), "success": success}),
             )
         };
         let body = json!({"notificationItems": [
@@ -637,32 +650,32 @@ mod tests {
             got,
             [
                 (
-                    "CAPTURE:pspCAPTURE".to_owned(),
+                    "CAPTURE:CAPTURE000000000".to_owned(),
                     Kind::ChargeSettled,
                     "11.30".to_owned()
                 ),
                 (
-                    "REFUND:pspREFUND".to_owned(),
+                    "REFUND:REFUND0000000000".to_owned(),
                     Kind::RefundSettled,
                     "500".to_owned()
                 ),
                 (
-                    "REFUND_FAILED:pspREFUND_FAILED".to_owned(),
+                    "REFUND_FAILED:REFUNDFAILED0000".to_owned(),
                     Kind::Adjustment,
                     "1.234".to_owned()
                 ),
                 (
-                    "CAPTURE_FAILED:pspCAPTURE_FAILED".to_owned(),
+                    "CAPTURE_FAILED:CAPTUREFAILED000".to_owned(),
                     Kind::Adjustment,
                     "-11.30".to_owned()
                 ),
                 (
-                    "SECOND_CHARGEBACK:pspSECOND_CHARGEBACK".to_owned(),
+                    "SECOND_CHARGEBACK:SECONDCHARGEBACK".to_owned(),
                     Kind::Chargeback,
                     "7.00".to_owned()
                 ),
                 (
-                    "REFUNDED_REVERSED:pspREFUNDED_REVERSED".to_owned(),
+                    "REFUNDED_REVERSED:REFUNDEDREVERSED".to_owned(),
                     Kind::Adjustment,
                     "5.00".to_owned()
                 ),

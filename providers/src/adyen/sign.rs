@@ -22,6 +22,30 @@ pub fn item(
     })
 }
 
+/// A PSP reference of Adyen's form (16 letters and digits) standing for `name`: for
+/// `{run}-{n}` (event `n` of a load run) the run's [`reference_prefix`] then `n` in 8 digits, so
+/// a run's references share their first 8 characters; else the first 16 hex digits of the
+/// name's SHA-256, in capitals.
+pub fn reference(name: &str) -> String {
+    if let Some((run, n)) = name.rsplit_once('-')
+        && let Ok(n) = n.parse::<u32>()
+        && n < 100_000_000
+    {
+        return format!("{}{n:08}", reference_prefix(run));
+    }
+    hex_of(name)[..16].to_owned()
+}
+
+/// The first 8 characters of every [`reference`] of a load run's events.
+pub fn reference_prefix(run: &str) -> String {
+    hex_of(run)[..8].to_owned()
+}
+
+fn hex_of(name: &str) -> String {
+    use sha2::Digest;
+    hex::encode_upper(Sha256::digest(name.as_bytes()))
+}
+
 /// An item's signing string, and its base64 HMAC-SHA256 under the hex key.
 pub fn signature(key_hex: &str, item: &serde_json::Value) -> String {
     let text = |key: &str| {

@@ -26,7 +26,7 @@ pub(super) static TARGETS: &[FuzzTarget] = &[
     },
 ];
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const SECRET: &str = "whsec_ZnV6emluZyBzZWNyZXQgb2YgdGhlIHRhcmdldA==";
 
 /// `webhook-signature`: as many decoded entries as there are `v1,` entries.
 fn signature_header(data: &[u8]) {

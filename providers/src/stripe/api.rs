@@ -114,10 +114,16 @@ impl StripeApi {
         let base = Url::parse(&settings.api_base)
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
-            .ok_or_else(|| format!("api_base {:?} is not an http(s) URL", settings.api_base))?;
+            .ok_or("api_base is not an http(s) URL")?;
+        if !base.username().is_empty() || base.password().is_some() {
+            return Err("api_base must not carry a user name or password".into());
+        }
+        // A redirect is not followed (it would carry the key elsewhere): it is an answer Stripe
+        // does not give, and fails as one.
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(settings.connect_timeout_ms))
             .timeout(Duration::from_millis(settings.request_timeout_ms))
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("settle/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|error| format!("cannot build the HTTP client: {error}"))?;
@@ -473,6 +479,71 @@ fn segment(id: &str) -> Result<&str, ProviderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn settings(api_base: String) -> ApiSettings {
+        ApiSettings {
+            api_base,
+            requests_per_sec: 25,
+            endpoint_requests_per_sec: 25,
+            connect_timeout_ms: 2_000,
+            request_timeout_ms: 5_000,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_not_followed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let elsewhere_addr = elsewhere.local_addr().expect("addr");
+        let redirecting = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", redirecting.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = redirecting.accept().await {
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let answer = format!(
+                    "HTTP/1.1 302 Found\r\nLocation: http://{elsewhere_addr}/v1/balance\r\n\
+                     Content-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        let api = StripeApi::new(
+            SourceName::parse("stripe").expect("name"),
+            ApiKey::new("rk_test_x"),
+            &settings(base),
+        )
+        .expect("client");
+        let error = api.balance(None).await.expect_err("a redirect is an error");
+        assert!(
+            matches!(&error, ProviderError::Response(detail) if detail.contains("302")),
+            "{error:?}"
+        );
+        let followed =
+            tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
+        assert!(followed.is_err(), "nothing reached the redirect's target");
+    }
+
+    #[test]
+    fn api_base_is_never_printed_and_carries_no_credentials() {
+        let source = || SourceName::parse("stripe").expect("name");
+        for (base, why) in [
+            ("ftp://user:hunter2@x", "api_base is not an http(s) URL"),
+            (
+                "https://user:hunter2@api.stripe.com",
+                "api_base must not carry a user name or password",
+            ),
+        ] {
+            let error = StripeApi::new(source(), ApiKey::new("k"), &settings(base.into()))
+                .expect_err("refused");
+            assert_eq!(error, why);
+            assert!(!error.contains("hunter2"));
+        }
+    }
 
     #[test]
     fn ids_must_be_one_path_segment() {

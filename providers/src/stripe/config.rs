@@ -207,7 +207,7 @@ mod tests {
         refused(
             json!({"livemode": false, "api_key_env": "K", "connect": "maybe"}),
             "connect",
-            "unknown variant",
+            "expected `ignore` or `post`",
         );
     }
 }

@@ -20,11 +20,11 @@ async fn lines(app: &TestApp, external_id: &str) -> Vec<String> {
 async fn adyen_records_each_item_accepts_replays_and_conflicts_and_posts_exactly() {
     let app = spawn_app().await;
     let items = [
-        adyen_item("CAPTURE", "psp_capture", 1130, "EUR", "true"),
-        adyen_item("REFUND", "psp_refund", 1500, "JPY", "true"),
-        adyen_item("CHARGEBACK", "psp_chargeback", 1234, "KWD", "true"),
-        adyen_item("CHARGEBACK", "psp_lost", 100, "EUR", "false"),
-        adyen_item("AUTHORISATION", "psp_auth", 1130, "EUR", "true"),
+        adyen_item("CAPTURE", "PSPCAPTURE000000", 1130, "EUR", "true"),
+        adyen_item("REFUND", "PSPREFUND0000000", 1500, "JPY", "true"),
+        adyen_item("CHARGEBACK", "PSPCHARGEBACK000", 1234, "KWD", "true"),
+        adyen_item("CHARGEBACK", "PSPLOST000000000", 100, "EUR", "false"),
+        adyen_item("AUTHORISATION", "PSPAUTH000000000", 1130, "EUR", "true"),
     ];
     let response = app.post_adyen(&items).await;
     assert_eq!(response.status().as_u16(), 200);
@@ -43,7 +43,13 @@ async fn adyen_records_each_item_accepts_replays_and_conflicts_and_posts_exactly
     assert_eq!(app.count("settlement_events").await, 3);
     // The same key with a different amount: still accepted (Adyen must not block), kept as a
     // conflict for ops.
-    let changed = [adyen_item("CAPTURE", "psp_capture", 1131, "EUR", "true")];
+    let changed = [adyen_item(
+        "CAPTURE",
+        "PSPCAPTURE000000",
+        1131,
+        "EUR",
+        "true",
+    )];
     let response = app.post_adyen(&changed).await;
     assert_eq!(
         (
@@ -55,17 +61,28 @@ async fn adyen_records_each_item_accepts_replays_and_conflicts_and_posts_exactly
     assert_eq!(app.count("event_conflicts").await, 1);
     assert_eq!(app.count("settlement_events").await, 3);
 
+    // The payload is kept without its signature (an event's page shows the payload).
+    let payloads: Vec<String> = sqlx::query_scalar("SELECT payload FROM settlement_events")
+        .fetch_all(app.pg())
+        .await
+        .expect("payloads");
+    assert_eq!(payloads.len(), 3);
+    for payload in payloads {
+        assert!(payload.contains("\"pspReference\""), "{payload}");
+        assert!(!payload.contains("hmacSignature"), "{payload}");
+    }
+
     app.wait_settled(30).await;
     assert_eq!(
-        lines(&app, "CAPTURE:psp_capture").await,
+        lines(&app, "CAPTURE:PSPCAPTURE000000").await,
         ["adyen:balance EUR 11.3", "sales EUR -11.3"]
     );
     assert_eq!(
-        lines(&app, "REFUND:psp_refund").await,
+        lines(&app, "REFUND:PSPREFUND0000000").await,
         ["refunds JPY 1500", "adyen:balance JPY -1500"]
     );
     assert_eq!(
-        lines(&app, "CHARGEBACK:psp_chargeback").await,
+        lines(&app, "CHARGEBACK:PSPCHARGEBACK000").await,
         ["disputes:adyen KWD 1.234", "adyen:balance KWD -1.234"]
     );
     assert!(app.failed_invariants().await.is_empty());
@@ -78,23 +95,29 @@ async fn adyen_records_each_item_accepts_replays_and_conflicts_and_posts_exactly
 async fn adyen_failed_captures_second_chargebacks_and_returned_refunds_move_the_balance() {
     let app = spawn_app().await;
     let items = [
-        adyen_item("CAPTURE", "psp_cap", 5000, "EUR", "true"),
-        adyen_item("CAPTURE_FAILED", "psp_cap", 5000, "EUR", "true"),
-        adyen_item("CHARGEBACK", "psp_dispute", 2000, "EUR", "true"),
-        adyen_item("CHARGEBACK_REVERSED", "psp_dispute", 2000, "EUR", "true"),
-        adyen_item("SECOND_CHARGEBACK", "psp_dispute", 2000, "EUR", "true"),
-        adyen_item("REFUND", "psp_refund", 700, "EUR", "true"),
-        adyen_item("REFUNDED_REVERSED", "psp_refund", 700, "EUR", "true"),
+        adyen_item("CAPTURE", "PSPCAP0000000000", 5000, "EUR", "true"),
+        adyen_item("CAPTURE_FAILED", "PSPCAP0000000000", 5000, "EUR", "true"),
+        adyen_item("CHARGEBACK", "PSPDISPUTE000000", 2000, "EUR", "true"),
+        adyen_item(
+            "CHARGEBACK_REVERSED",
+            "PSPDISPUTE000000",
+            2000,
+            "EUR",
+            "true",
+        ),
+        adyen_item("SECOND_CHARGEBACK", "PSPDISPUTE000000", 2000, "EUR", "true"),
+        adyen_item("REFUND", "PSPREFUND0000000", 700, "EUR", "true"),
+        adyen_item("REFUNDED_REVERSED", "PSPREFUND0000000", 700, "EUR", "true"),
     ];
     assert_eq!(app.post_adyen(&items).await.status().as_u16(), 200);
     app.wait_settled(30).await;
     assert_eq!(app.count("settlement_events").await, 7);
     assert_eq!(
-        lines(&app, "CAPTURE_FAILED:psp_cap").await,
+        lines(&app, "CAPTURE_FAILED:PSPCAP0000000000").await,
         ["adyen:balance EUR -50", "adjustments EUR 50"]
     );
     assert_eq!(
-        lines(&app, "SECOND_CHARGEBACK:psp_dispute").await,
+        lines(&app, "SECOND_CHARGEBACK:PSPDISPUTE000000").await,
         ["disputes:adyen EUR 20", "adyen:balance EUR -20"]
     );
     let balance: String = app
@@ -123,8 +146,8 @@ async fn an_adyen_batch_is_recorded_atomically() {
     .await
     .expect("trigger");
     let items = [
-        adyen_item("CAPTURE", "psp_1", 1000, "EUR", "true"),
-        adyen_item("REFUND", "psp_2", 500, "EUR", "true"),
+        adyen_item("CAPTURE", "PSP1000000000000", 1000, "EUR", "true"),
+        adyen_item("REFUND", "PSP2000000000000", 500, "EUR", "true"),
     ];
     let response = app.post_adyen(&items).await;
     assert_eq!(

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tests::app::STANDARD_SECRET;
+use tests::app::{ADYEN_KEY, STANDARD_SECRET};
 use tests::process::{Listen, Scratch, free_port, settle_command, spawn_settle_in};
 
 /// What a finished `settle` command said.
@@ -159,7 +159,7 @@ async fn an_adyen_source_booking_gross_amounts_only_must_say_so_and_is_told_what
         let text = good_file().replace(
             "[log]",
             &format!(
-                "[[sources]]\nname = \"shop\"\nprovider = \"adyen\"\nsecrets = [\"00ff\"]\n{adyen_keys}\n[log]"
+                "[[sources]]\nname = \"shop\"\nprovider = \"adyen\"\nsecrets = [\"{ADYEN_KEY}\"]\n{adyen_keys}\n[log]"
             ),
         );
         scratch.write("settle.toml", &text);

@@ -54,37 +54,52 @@ fn settle_variables(text: &str) -> Vec<String> {
     names
 }
 
-#[test]
-fn the_compose_file_is_valid_and_needs_the_webhook_secret() {
-    let file = repository().join("deploy/compose.yaml");
-    let output = compose()
+/// What the compose file needs from the environment: every password and the webhook secret.
+const COMPOSE_VARIABLES: [&str; 6] = [
+    "POSTGRES_PASSWORD",
+    "OWNER_DB_PASSWORD",
+    "INGRESS_DB_PASSWORD",
+    "WORKER_DB_PASSWORD",
+    "CONSOLE_DB_PASSWORD",
+    "STD_WEBHOOK_SECRETS",
+];
+
+/// `compose config -q` with every variable of [`COMPOSE_VARIABLES`] but `missing` set.
+fn compose_config(missing: Option<&str>) -> std::process::Output {
+    let mut command = compose();
+    command
         .arg("-f")
-        .arg(&file)
-        .args(["config", "-q"])
-        .env(
-            "STD_WEBHOOK_SECRETS",
-            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-        )
-        .output()
-        .expect("compose config");
+        .arg(repository().join("deploy/compose.yaml"))
+        .args(["config", "-q"]);
+    for name in COMPOSE_VARIABLES {
+        match Some(name) == missing {
+            true => command.env_remove(name),
+            false => command.env(name, "a-value-for-the-test"),
+        };
+    }
+    command.output().expect("compose config")
+}
+
+#[test]
+fn the_compose_file_is_valid_and_needs_every_password_and_the_webhook_secret() {
+    let output = compose_config(None);
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let output = compose()
-        .arg("-f")
-        .arg(&file)
-        .args(["config", "-q"])
-        .env_remove("STD_WEBHOOK_SECRETS")
-        .output()
-        .expect("compose config");
-    assert!(!output.status.success(), "the secret is required");
-    assert!(String::from_utf8_lossy(&output.stderr).contains("STD_WEBHOOK_SECRETS"));
+    for name in COMPOSE_VARIABLES {
+        let output = compose_config(Some(name));
+        assert!(!output.status.success(), "{name} is required");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains(name),
+            "{name}"
+        );
+    }
 
     let text = read("deploy/compose.yaml");
     for role in [
-        "[\"migrate\"]",
+        "[\"db\", \"grant-roles\"]",
         "[\"ingress\"]",
         "[\"worker\"]",
         "[\"console\"]",
@@ -92,12 +107,57 @@ fn the_compose_file_is_valid_and_needs_the_webhook_secret() {
         assert!(text.contains(role), "compose runs {role}");
     }
     assert!(text.contains("replicas: 2") && text.contains("ingress-2"));
+    assert!(
+        !text.contains(":-"),
+        "no default for any variable (a password)"
+    );
+    // Each process connects as its runtime role's login; the owner only migrates and grants.
+    for (service, login) in [
+        ("migrate", "settle_owner"),
+        ("ingress-1", "settle_ingress_login"),
+        ("worker", "settle_worker_login"),
+        ("console", "settle_console_login"),
+    ] {
+        let block = text
+            .split(&format!("\n  {service}:\n"))
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .unwrap_or_else(|| panic!("service {service}"));
+        assert!(
+            block.contains(&format!("postgres://{login}:")),
+            "{service}: {block}"
+        );
+        assert_eq!(
+            block.contains("STD_WEBHOOK_SECRETS"),
+            service.starts_with("ingress"),
+            "only the ingress reads the webhook secrets: {service}"
+        );
+    }
+    let roles = read("deploy/postgres-roles.sh");
+    for role in tests::db::RUNTIME_ROLES {
+        assert!(
+            roles.contains(&format!("CREATE ROLE {role} NOLOGIN")),
+            "{role}"
+        );
+    }
+    assert!(
+        roles
+            .lines()
+            .filter(|line| line.starts_with("CREATE ROLE"))
+            .all(|line| !line.contains("SUPERUSER") && !line.contains("CREATEROLE")),
+        "no role made is a superuser or makes roles"
+    );
 }
 
 #[tokio::test]
 async fn the_fleet_configuration_and_every_settle_variable_of_the_deployment_files_check() {
     let mut variables = Vec::new();
-    for file in ["deploy/compose.yaml", "Dockerfile", "deploy/settle.service"] {
+    for file in [
+        "deploy/compose.yaml",
+        "Dockerfile",
+        "deploy/settle.service",
+        "deploy/settle@.service",
+    ] {
         variables.extend(settle_variables(&read(file)));
     }
     variables.sort();
@@ -111,7 +171,7 @@ async fn the_fleet_configuration_and_every_settle_variable_of_the_deployment_fil
         .env("DATABASE_URL", "postgres://settle:pw@postgres:5432/settle")
         .env(
             "STD_WEBHOOK_SECRETS",
-            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "whsec_hp09L9NNueRHag3OnXaH+c0BE/vNuSrr",
         );
     for name in &variables {
         if name != "SETTLE_CONFIG" {
@@ -138,14 +198,30 @@ async fn the_fleet_configuration_and_every_settle_variable_of_the_deployment_fil
 }
 
 #[test]
-fn the_systemd_unit_verifies() {
+fn the_systemd_units_verify() {
+    for (file, installed) in [
+        ("deploy/settle.service", "settle.service"),
+        ("deploy/settle@.service", "settle@worker.service"),
+    ] {
+        systemd_unit_verifies(file, installed);
+    }
+    let template = read("deploy/settle@.service");
+    assert!(template.contains("ExecStart=/usr/local/bin/settle %i"));
+    assert!(template.contains("EnvironmentFile=/etc/settle/%i.env"));
+    assert!(
+        !template.contains("settle migrate"),
+        "a runtime role does not migrate"
+    );
+}
+
+fn systemd_unit_verifies(file: &str, installed: &str) {
     let scratch = Scratch::new();
     // The unit as installed, with the binary where this build put it.
-    let unit = read("deploy/settle.service").replace(
+    let unit = read(file).replace(
         "/usr/local/bin/settle",
         settle_binary().to_str().expect("path"),
     );
-    let path = scratch.write("settle.service", &unit);
+    let path = scratch.write(installed, &unit);
     let output = Command::new("systemd-analyze")
         .arg("verify")
         .arg(&path)

@@ -53,6 +53,7 @@ body_bytes_max = 4096
 [http]
 header_read_timeout_ms = 500
 auth_failures_per_minute = 60
+ops_hosts = [\"settle.example.com\"]
 [ingress]
 body_read_timeout_ms = 800
 body_budget_bytes = 8192
@@ -112,15 +113,48 @@ async fn a_body_that_does_not_arrive_in_time_gets_408_and_writes_nothing() {
     assert_eq!(app.count("settlement_events").await, 0);
 }
 
+/// A client reached from another loopback address (Linux routes all of 127/8 to `lo`): its
+/// share of the body budget is its own.
+fn from_address(last: u8) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, last]))
+        .build()
+        .expect("client")
+}
+
+/// A signed delivery of `id` through `client`, its body padded to `bytes`.
+async fn post_signed(
+    client: &reqwest::Client,
+    app: &TestApp,
+    id: &str,
+    bytes: usize,
+) -> reqwest::Response {
+    let body = charge(&format!("ch_{id}"), "1.00", "0.00", "1.00");
+    let body = format!("{body}{}", " ".repeat(bytes.saturating_sub(body.len())));
+    let mut request = client
+        .post(app.url("/webhooks/std"))
+        .header("content-type", "application/json")
+        .body(body.clone());
+    for (name, value) in standard_headers(STANDARD_SECRET, id, now(), body.as_bytes()) {
+        request = request.header(name, value);
+    }
+    request.send().await.expect("sent")
+}
+
+/// Bytes are reserved as they arrive, against the whole budget and the client address' share:
+/// one address holding most of its share is refused more (503, a provider retries), another
+/// address is not, and the room comes back when the held bodies are answered.
 #[tokio::test]
-async fn bodies_beyond_the_budget_are_refused_before_they_are_read() {
+async fn bodies_are_reserved_as_they_arrive_and_one_address_holds_only_its_share() {
     let app = spawn_app_with(
-        "body_bytes_max = 4096\n[ingress]\nbody_read_timeout_ms = 20000\nbody_budget_bytes = 8192\n",
+        "body_bytes_max = 4096\n[ingress]\nbody_read_timeout_ms = 20000\nbody_budget_bytes = 8192\n\
+         client_budget_bytes = 7000\nbody_min_bytes_per_sec = 1\n",
     )
     .await;
-    // Two deliveries announcing 4 KiB each hold the whole 8 KiB budget while their bodies lag.
+    // Two deliveries from 127.0.0.1 send 3,000 and 2,900 of their 4,000 bytes and wait: 5,900
+    // held of the address' 7,000 (reserving what each announced would hold 8,000).
     let mut holding = Vec::new();
-    for id in ["msg_hold_1", "msg_hold_2"] {
+    for (id, sent) in [("msg_hold_1", 3000), ("msg_hold_2", 2900)] {
         let body = charge(&format!("ch_{id}"), "10.00", "0.30", "9.70");
         let padded = format!("{body}{}", " ".repeat(4000 - body.len()));
         let headers = standard_headers(STANDARD_SECRET, id, now(), padded.as_bytes());
@@ -129,31 +163,88 @@ async fn bodies_beyond_the_budget_are_refused_before_they_are_read() {
             .write_all(head("/webhooks/std", &headers, padded.len()).as_bytes())
             .await
             .expect("head");
-        holding.push((stream, padded));
+        stream
+            .write_all(&padded.as_bytes()[..sent])
+            .await
+            .expect("most of the body");
+        holding.push((stream, padded, sent));
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let response = app
-        .post_standard("msg_third", &charge("ch_3", "1.00", "0.00", "1.00"))
-        .await;
-    assert_eq!(response.status().as_u16(), 503);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // 2,000 more from the same address would hold 7,900 of its 7,000.
+    let response = post_signed(&from_address(1), &app, "msg_third", 2000).await;
+    assert_eq!(
+        response.status().as_u16(),
+        503,
+        "the address' share is held"
+    );
     assert!(response.headers().contains_key("retry-after"));
     let json: serde_json::Value = response.json().await.expect("json");
     assert_eq!(json["error"], "busy");
-    // The held ones finish; then there is room again.
-    for (stream, padded) in &mut holding {
-        stream.write_all(padded.as_bytes()).await.expect("body");
+    // From another address the same 2,000 fit the whole budget (7,900 of 8,192).
+    let response = post_signed(&from_address(2), &app, "msg_other", 2000).await;
+    assert_eq!(response.status().as_u16(), 200, "another address has room");
+    assert!(
+        app.metric("settle_ingress_body_budget_refused_total{limit=\"client\"}")
+            .await
+            >= 1.0
+    );
+    // The held ones finish, one after the other; then there is room again.
+    for (stream, padded, sent) in &mut holding {
+        stream
+            .write_all(&padded.as_bytes()[*sent..])
+            .await
+            .expect("the rest");
         let (answer, _) = read_until_closed(stream, Duration::from_millis(1500)).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     }
-    let response = app
-        .post_standard("msg_third", &charge("ch_3", "1.00", "0.00", "1.00"))
-        .await;
+    let response = post_signed(&from_address(1), &app, "msg_third", 2000).await;
     assert_eq!(
         response.status().as_u16(),
         200,
         "the provider's retry goes through"
     );
-    assert_eq!(app.count("settlement_events").await, 3);
+    assert_eq!(app.count("settlement_events").await, 4);
+}
+
+/// 128 connections from one address, each declaring a full body and trickling it, at the
+/// defaults: they hold only what they sent, are closed for their rate, and a signed delivery
+/// from another address is recorded meanwhile, within a provider's deadline.
+#[tokio::test]
+async fn trickling_clients_at_one_address_do_not_stop_another_addresses_delivery() {
+    let app = tests::app::spawn_app().await;
+    let mut tricklers = Vec::new();
+    for i in 0..128 {
+        let (_, body) = signed_delivery(&format!("msg_trickle_{i}"));
+        let headers = standard_headers(
+            STANDARD_SECRET,
+            &format!("msg_trickle_{i}"),
+            now(),
+            body.as_bytes(),
+        );
+        let mut stream = connect(&app).await;
+        stream
+            .write_all(head("/webhooks/std", &headers, 256 * 1024).as_bytes())
+            .await
+            .expect("head");
+        stream.write_all(b"{").await.expect("a first byte");
+        tricklers.push(stream);
+    }
+    let started = std::time::Instant::now();
+    let response = post_signed(&from_address(2), &app, "msg_meanwhile", 0).await;
+    assert_eq!(response.status().as_u16(), 200);
+    // Within a provider's deadline for an answer (Adyen waits 10 s), not a speed measure.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    // Each trickler is closed for its rate (1 KiB a second after its first), long before the
+    // 10 s body timeout.
+    for stream in tricklers.iter_mut().take(8) {
+        let (answer, closed) = read_until_closed(stream, Duration::from_secs(6)).await;
+        assert!(closed && answer.starts_with("HTTP/1.1 408"), "{answer}");
+    }
+    assert_eq!(app.count("settlement_events").await, 1);
 }
 
 #[tokio::test]
@@ -209,6 +300,41 @@ async fn a_client_that_leaves_mid_body_is_counted_as_such() {
     );
 }
 
+/// Requests with no token (a health check, a browser, a script with its variable unset) cost
+/// the address nothing: they never lock out the operators who share it.
+#[tokio::test]
+async fn requests_without_a_token_never_throttle_an_address() {
+    let app = spawn_app_with(LIMITS).await;
+    for _ in 0..100 {
+        let (status, body) = app.api_get("/api/dead-letters", None).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (401, Some("unauthorized"))
+        );
+    }
+    for _ in 0..20 {
+        let login = app
+            .http
+            .post(app.url("/dashboard/login"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body("token=")
+            .send()
+            .await
+            .expect("login");
+        assert_eq!(login.status().as_u16(), 401);
+    }
+    let (status, _) = app.api_get("/api/dead-letters", Some("wrong")).await;
+    assert_eq!(status, 401, "the first wrong token is still only wrong");
+    let (status, _) = app.api_get("/api/dead-letters", Some(OPS_TOKEN)).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        app.metric("settle_auth_failures_total{surface=\"api\"}")
+            .await,
+        1.0,
+        "only the wrong token counted"
+    );
+}
+
 #[tokio::test]
 async fn failed_tokens_are_throttled_per_address_then_recover() {
     let app = spawn_app_with(LIMITS).await;
@@ -230,11 +356,13 @@ async fn failed_tokens_are_throttled_per_address_then_recover() {
         .parse()
         .expect("seconds");
     assert!(retry >= 1);
-    let (status, body) = app.api_get("/api/dead-letters", Some(OPS_TOKEN)).await;
+    let (status, _) = app.api_get("/api/dead-letters", Some(OPS_TOKEN)).await;
+    assert_eq!(status, 200, "while throttled, a right token passes");
+    let (status, body) = app.api_get("/api/dead-letters", Some("wrong")).await;
     assert_eq!(
         (status, body["error"].as_str()),
         (429, Some("too_many_failed_attempts")),
-        "while throttled, a right token waits too"
+        "while throttled, a wrong one waits"
     );
     let login = app
         .http
@@ -249,9 +377,24 @@ async fn failed_tokens_are_throttled_per_address_then_recover() {
         429,
         "the same address, the same allowance"
     );
+    let login = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .post(app.url("/dashboard/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={OPS_TOKEN}"))
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(
+        login.status().as_u16(),
+        303,
+        "a right token logs in while its address is throttled"
+    );
     tokio::time::sleep(Duration::from_secs(retry + 1)).await;
-    let (status, _) = app.api_get("/api/dead-letters", Some(OPS_TOKEN)).await;
-    assert_eq!(status, 200, "recovered");
+    let (status, _) = app.api_get("/api/dead-letters", Some("wrong")).await;
+    assert_eq!(status, 401, "recovered");
     assert!(
         app.metric("settle_auth_failures_total{surface=\"api\"}")
             .await
@@ -299,6 +442,40 @@ async fn the_dashboard_is_never_cached_or_framed_and_says_when_its_cookie_will_b
         .await
         .expect("page");
     assert!(!text.contains("cookie-warning"), "loopback");
+}
+
+/// A page on another site whose name is made to resolve to the operator listener (DNS
+/// rebinding) sends its own name as `Host`: refused before any route, `/metrics` included.
+#[tokio::test]
+async fn the_operator_listener_answers_only_its_own_names() {
+    let app = spawn_app_with(LIMITS).await;
+    let get = |path: &'static str, host: &'static str| {
+        let request = app.http.get(app.url(path)).header("host", host);
+        async move {
+            let response = request.send().await.expect("sent");
+            let status = response.status().as_u16();
+            (status, response.text().await.expect("body"))
+        }
+    };
+    for path in [
+        "/metrics",
+        "/api/openapi.json",
+        "/dashboard/login",
+        "/readyz",
+    ] {
+        let (status, body) = get(path, "rebind.attacker.example:9090").await;
+        assert_eq!(status, 421, "{path}");
+        assert!(body.contains("misdirected_request"), "{path}: {body}");
+        for host in ["localhost:9090", "127.0.0.1", "settle.example.com"] {
+            let (status, _) = get(path, host).await;
+            assert_ne!(status, 421, "{path} by {host}");
+        }
+    }
+    assert_eq!(
+        app.metric("settle_http_misdirected_total").await,
+        4.0,
+        "counted"
+    );
 }
 
 #[tokio::test]

@@ -28,7 +28,8 @@ async fn every_provider_refuses_hostile_deliveries_exactly_and_logs_no_secret_or
         &config,
         &db.url,
         &listen.args("serve"),
-        &[("RUST_LOG", "debug")],
+        // Text logs: a line a request could forge would show there.
+        &[("RUST_LOG", "debug"), ("SETTLE_LOG__FORMAT", "text")],
     );
     let http = reqwest::Client::new();
     let base = listen.base();
@@ -77,7 +78,13 @@ async fn every_provider_refuses_hostile_deliveries_exactly_and_logs_no_secret_or
     assert_eq!(request.send().await.expect("sent").status().as_u16(), 200);
     let notification = adyen_notification(
         ADYEN_KEY,
-        &[adyen_item("CAPTURE", "psp_rot", 100, "EUR", "true")],
+        &[adyen_item(
+            "CAPTURE",
+            "PSPROT0000000000",
+            100,
+            "EUR",
+            "true",
+        )],
     );
     let response = http
         .post(format!("{base}/webhooks/adyen-rotated"))
@@ -117,10 +124,32 @@ async fn every_provider_refuses_hostile_deliveries_exactly_and_logs_no_secret_or
         );
     }
 
+    // A path whose source segment decodes to a newline and a forged log line.
+    let response = http
+        .post(format!(
+            "{base}/webhooks/std%0A2026-01-01T00:00:00Z%20INFO%20forged"
+        ))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status().as_u16(), 404);
+
     let logs = scratch.logs();
     assert!(
         logs.contains("delivery refused"),
         "the refusals were logged"
+    );
+    assert!(
+        logs.contains("source=unknown"),
+        "an unknown source is logged as such"
+    );
+    assert!(
+        !logs
+            .lines()
+            .any(|line| line.starts_with("2026-01-01T00:00:00Z INFO forged")),
+        "no request forged a log line"
     );
     for secret in hostile::secrets() {
         assert!(!logs.contains(secret), "a secret appeared in the logs");

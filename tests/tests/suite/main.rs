@@ -23,6 +23,7 @@ mod posting;
 mod queue;
 mod recording;
 mod retention;
+mod roles;
 mod schema;
 mod seam;
 mod search;

@@ -83,10 +83,16 @@ async fn a_paused_source_records_and_acknowledges_and_drains_on_resume(backend: 
     assert_eq!(unsigned, 401, "still verified");
     // Another source posts meanwhile.
     assert_eq!(
-        app.post_adyen(&[adyen_item("CAPTURE", "psp_other", 1130, "EUR", "true")])
-            .await
-            .status()
-            .as_u16(),
+        app.post_adyen(&[adyen_item(
+            "CAPTURE",
+            "PSPOTHER00000000",
+            1130,
+            "EUR",
+            "true"
+        )])
+        .await
+        .status()
+        .as_u16(),
         200
     );
     app.wait_for(

@@ -323,6 +323,29 @@ async fn a_session_expires_and_a_token_removed_from_the_configuration_ends_its_s
     assert_eq!(overview(&base, &cookie).await.0, 303);
     assert_eq!(overview(&lasting.ops_url(""), &cookie).await.0, 200);
     shutdown.cancel();
+
+    // Nor is it honoured once its token is replaced under the same name (a leaked token
+    // rotated): the session was the old token's.
+    let config = ops::Config::from_toml(
+        &tests::app::config_toml(&lasting.database_url(), &AppOptions::default()).replace(
+            &ops::auth::token_sha256(OPS_TOKEN),
+            &ops::auth::token_sha256("a-token-replacing-the-leaked-one"),
+        ),
+    )
+    .expect("configuration");
+    let console = ops::App::build(&config, Role::Console)
+        .await
+        .expect("a console builds");
+    let base = format!("http://{}", console.ops_addr().expect("bound"));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(console.run(shutdown.clone()));
+    assert_eq!(
+        overview(&base, &cookie).await.0,
+        303,
+        "the old token's session ended"
+    );
+    assert_eq!(overview(&lasting.ops_url(""), &cookie).await.0, 200);
+    shutdown.cancel();
 }
 
 #[tokio::test]
@@ -739,4 +762,37 @@ async fn the_conflicts_and_payouts_lists_page_through_everything() {
     let (_, second) = get_page(app.ops_url("/dashboard/payouts?after=po_049"), &cookie).await;
     assert_eq!(rows(&second, "href=\"/dashboard/payouts/po_"), 2);
     assert!(second.contains("po_051") && !second.contains("?after="));
+}
+
+/// Webhook signing secrets are read only by the roles that verify webhooks: a worker and a
+/// console start without them; the ingress refuses to start, naming the variable.
+#[tokio::test]
+async fn only_the_roles_that_verify_webhooks_read_the_signing_secrets() {
+    let db = tests::TestDb::create().await;
+    let text = tests::app::config_toml(&db.url, &AppOptions::default()).replace(
+        &format!(
+            "secrets = [\"{}\", \"{}\"]",
+            tests::app::STANDARD_SECRET,
+            tests::app::STANDARD_SECRET_OLD
+        ),
+        "secrets_env = \"SETTLE_TEST_SECRETS_NOT_IN_THIS_PROCESS\"",
+    );
+    assert!(text.contains("SETTLE_TEST_SECRETS_NOT_IN_THIS_PROCESS"));
+    let config = ops::Config::from_toml(&text).expect("the configuration loads without them");
+    for role in [Role::Worker, Role::Console] {
+        let app = ops::App::build(&config, role)
+            .await
+            .unwrap_or_else(|error| panic!("{role:?} builds without the secrets: {error:#}"));
+        drop(app);
+    }
+    for role in [Role::Ingress, Role::Serve] {
+        let error = match ops::App::build(&config, role).await {
+            Ok(_) => panic!("{role:?} built without its secrets"),
+            Err(error) => format!("{error:#}"),
+        };
+        assert!(
+            error.contains("SETTLE_TEST_SECRETS_NOT_IN_THIS_PROCESS"),
+            "{role:?}: {error}"
+        );
+    }
 }

@@ -6,6 +6,7 @@ mod movements;
 mod posting;
 mod record;
 mod review;
+pub(crate) mod roles;
 mod verify;
 
 use chrono::NaiveDate;
@@ -56,7 +57,16 @@ impl PgStore {
         sqlx::query("SELECT pg_advisory_lock(hashtext('settle.migrate'))")
             .execute(&mut *conn)
             .await?;
-        let result = migrate_locked(&mut conn).await;
+        let mut result = migrate_locked(&mut conn).await;
+        // New tables get the runtime roles' grants (within the lock: grants to one object
+        // from two sessions at once can fail).
+        if result.is_ok() {
+            result = match self.runtime_roles_exist().await {
+                Ok(true) => self.grant_roles(false).await,
+                Ok(false) => Ok(()),
+                Err(error) => Err(error),
+            };
+        }
         let unlock = sqlx::query("SELECT pg_advisory_unlock(hashtext('settle.migrate'))")
             .execute(&mut *conn)
             .await;

@@ -1,0 +1,148 @@
+//! A fleet's database roles (README.md, Database roles): each process role connects as a member
+//! of its runtime role, which owns nothing and may not change the journal or its guards;
+//! `settle verify` says when one could.
+
+use sqlx::postgres::PgPoolOptions;
+use tests::TestDb;
+use tests::app::{AppOptions, config_toml, spawn};
+use tests::db::{RUNTIME_ROLES, as_role};
+use tests::process::{Scratch, run_settle};
+
+/// PostgreSQL's SQLSTATE for "insufficient privilege" (and "must be owner").
+const INSUFFICIENT_PRIVILEGE: &str = "42501";
+
+async fn refused(pool: &sqlx::PgPool, sql: &str) -> String {
+    let error = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(pool)
+        .await
+        .expect_err(sql);
+    let code = error
+        .as_database_error()
+        .and_then(|e| e.code())
+        .map(|code| code.into_owned())
+        .unwrap_or_default();
+    assert_eq!(code, INSUFFICIENT_PRIVILEGE, "{sql}: {error}");
+    error.to_string()
+}
+
+/// As any runtime role, PostgreSQL refuses to change a journal line, to switch a journal
+/// trigger off, to replace the function a trigger calls, and to create a function.
+#[tokio::test]
+async fn no_runtime_role_can_change_the_journal_or_its_guards() {
+    let app = spawn(AppOptions::default()).await;
+    tests::fleet::record_charges(&app, "evt_role_", 3).await;
+    app.wait_settled(30).await;
+    assert_eq!(app.count("journal_entries").await, 3);
+    for role in RUNTIME_ROLES {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&as_role(&app.database_url(), role))
+            .await
+            .expect("connect as the role");
+        refused(&pool, "UPDATE journal_lines SET amount = amount * 2").await;
+        refused(&pool, "DELETE FROM journal_entries").await;
+        refused(&pool, "TRUNCATE journal_lines").await;
+        let error = refused(&pool, "ALTER TABLE journal_lines DISABLE TRIGGER ALL").await;
+        assert!(error.contains("must be owner"), "{error}");
+        refused(
+            &pool,
+            "CREATE OR REPLACE FUNCTION journal_refuse_change() RETURNS trigger
+             LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+        )
+        .await;
+        refused(
+            &pool,
+            "CREATE FUNCTION settle_backdoor() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+        )
+        .await;
+        pool.close().await;
+    }
+    assert_eq!(app.count("journal_entries").await, 3);
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+/// `settle verify` fails while a runtime role may update the journal, and `settle migrate`
+/// (which grants again once the roles exist) takes the privilege back.
+#[tokio::test]
+async fn verify_fails_while_a_runtime_role_could_alter_the_journal() {
+    let app = spawn(AppOptions::default()).await;
+    assert!(app.failed_invariants().await.is_empty());
+    sqlx::query("GRANT UPDATE ON journal_lines TO settle_worker")
+        .execute(app.pg())
+        .await
+        .expect("grant");
+    sqlx::query("GRANT CREATE ON SCHEMA public TO settle_ingress")
+        .execute(app.pg())
+        .await
+        .expect("grant");
+    let failed = app.failed_invariants().await;
+    let check = failed
+        .iter()
+        .find(|f| f.starts_with("runtime_roles_cannot_alter_the_journal"))
+        .unwrap_or_else(|| panic!("{failed:?}"));
+    for said in [
+        "role settle_worker may update journal_lines",
+        "role settle_t_worker may update journal_lines",
+        "role settle_ingress may create in schema public",
+    ] {
+        assert!(check.contains(said), "{check}");
+    }
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "settle.toml",
+        &config_toml(&app.database_url(), &AppOptions::default()),
+    );
+    let (migrated, output) = run_settle(&config, &app.database_url(), &["migrate"]).await;
+    assert!(migrated, "{output}");
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+/// `settle db grant-roles` creates and grants the roles on PostgreSQL; on SQLite it explains
+/// that a file has one user.
+#[tokio::test]
+async fn grant_roles_grants_on_postgres_and_explains_itself_on_sqlite() {
+    let db = TestDb::create().await;
+    let scratch = Scratch::new();
+    let config = scratch.write("settle.toml", &config_toml(&db.url, &AppOptions::default()));
+    let (granted, output) = run_settle(&config, &db.url, &["db", "grant-roles"]).await;
+    assert!(granted, "{output}");
+    assert!(
+        output.contains("settle_ingress, settle_worker, settle_console"),
+        "{output}"
+    );
+    let pool = db.pool().await;
+    let may: Vec<(String, bool, bool)> = sqlx::query_as(
+        "SELECT r, has_table_privilege(r, 'settlement_events', 'INSERT'),
+                has_table_privilege(r, 'journal_entries', 'INSERT')
+         FROM unnest($1::text[]) AS r ORDER BY r",
+    )
+    .bind(RUNTIME_ROLES.as_slice())
+    .fetch_all(&pool)
+    .await
+    .expect("privileges");
+    assert_eq!(
+        may,
+        [
+            ("settle_console".to_owned(), true, true),
+            ("settle_ingress".to_owned(), true, false),
+            ("settle_worker".to_owned(), true, true),
+        ]
+    );
+    pool.close().await;
+
+    let file = tests::db::SqliteFile::create();
+    let output = tests::process::settle_command()
+        .arg("--config")
+        .arg(&config)
+        .args(["db", "grant-roles"])
+        .env("DATABASE_URL", file.url())
+        .output()
+        .await
+        .expect("run settle");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("an SQLite database has one user"),
+        "{stderr}"
+    );
+}
