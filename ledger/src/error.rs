@@ -27,6 +27,12 @@ pub enum StoreError {
     Corrupt(String),
     #[error("{0}")]
     Unsupported(&'static str),
+    /// Connected to a database that takes no writes (a standby, or `default_transaction_read_only`):
+    /// nothing can be recorded or posted until the connection reaches a primary.
+    #[error(
+        "the database is read-only (a standby, or default_transaction_read_only): nothing can be written"
+    )]
+    ReadOnly,
     /// The call never reached an answer inside this process (the group it waited in was lost);
     /// nothing is known to have been written, and trying again is safe.
     #[error("interrupted: {0}")]
@@ -49,7 +55,7 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            StoreError::Unavailable(_) | StoreError::Interrupted(_)
+            StoreError::Unavailable(_) | StoreError::Interrupted(_) | StoreError::ReadOnly
         )
     }
 
@@ -89,6 +95,9 @@ const TRANSIENT_SQLSTATES: &[&str] = &[
     "57P02",      // crash_shutdown
     "57P03",      // cannot_connect_now
     "25P03",      // idle_in_transaction_session_timeout
+    // read_only_sql_transaction: connected to a standby (or a database set read-only), as during
+    // a failover until the address moves to the promoted primary.
+    "25006",
 ];
 
 fn is_transient(error: &sqlx::Error) -> bool {

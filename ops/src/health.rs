@@ -60,10 +60,10 @@ async fn readyz(State(health): State<Health>) -> Response {
     };
     if let Err(error) = health.store.ready().await {
         tracing::warn!(%error, "not ready");
-        return not_ready(if error.is_transient() {
-            "database_unreachable"
-        } else {
-            "database_not_ready"
+        return not_ready(match error {
+            ledger::StoreError::ReadOnly => "database_read_only",
+            error if error.is_transient() => "database_unreachable",
+            _ => "database_not_ready",
         });
     }
     if health.workers.as_ref().is_some_and(|w| !w.is_running()) {

@@ -75,6 +75,31 @@ pub(crate) fn round_trip(event: &SettlementEvent) {
     );
 }
 
+/// A movement read from a provider's document adds up: its net is its amount less its fee, its
+/// fee parts sum to its fee, and its entry (unless it moves nothing) balances.
+pub(crate) fn check_movement(movement: &ledger::movement::Movement, source: &SourceName) {
+    let currency = movement.currency();
+    assert_eq!(
+        movement.amount().checked_sub(movement.fee()),
+        Some(movement.net()),
+        "net = amount - fee"
+    );
+    let parts = movement
+        .fees()
+        .iter()
+        .try_fold(ledger::Amount::zero(currency), |sum, fee| {
+            sum.checked_add(fee.amount)
+        });
+    if !movement.fees().is_empty() {
+        assert_eq!(parts, Some(movement.fee()), "the fee parts sum to the fee");
+    }
+    if !movement.is_zero() {
+        let accounts = ledger::posting::Accounts::defaults(source);
+        let draft = ledger::posting::draft_movement(movement, &accounts);
+        assert!(draft.is_balanced(), "{:?}", draft.lines);
+    }
+}
+
 pub(crate) fn check_events(events: &[NewEvent]) {
     for event in events {
         if let Content::Valid(facts) = &event.content {

@@ -64,9 +64,9 @@ pub struct StripeApi {
 
 /// A list page (`{"object": "list", "data": [...], "has_more": ...}`).
 #[derive(Deserialize)]
-struct Page<T> {
-    data: Vec<T>,
-    has_more: bool,
+pub(super) struct Page<T> {
+    pub(super) data: Vec<T>,
+    pub(super) has_more: bool,
 }
 
 /// The balance object (`GET /v1/balance`, `fixtures/stripe/balance.json`): funds by currency in

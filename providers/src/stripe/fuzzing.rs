@@ -1,9 +1,17 @@
-//! Stripe's fuzz targets: the `Stripe-Signature` header and whole deliveries.
+//! Stripe's fuzz targets: the `Stripe-Signature` header, whole deliveries, and the API's answers
+//! the feed reads (a balance transaction, a listing page).
 
 use http::HeaderMap;
 use serde_json::json;
 
-use crate::fuzzing::{NOW, authentic, header, hmac_sha256, receiver, refused_when_altered};
+use ledger::SourceName;
+
+use super::api::Page;
+use super::balance_transaction::BalanceTransaction;
+use super::resolve::draft_listed;
+use crate::fuzzing::{
+    NOW, authentic, check_movement, header, hmac_sha256, receiver, refused_when_altered,
+};
 use crate::seam::FuzzTarget;
 use crate::signature::SignatureError;
 
@@ -16,9 +24,55 @@ pub(super) static TARGETS: &[FuzzTarget] = &[
         name: "stripe_delivery",
         run: delivery,
     },
+    FuzzTarget {
+        name: "stripe_balance_transaction",
+        run: balance_transaction,
+    },
+    FuzzTarget {
+        name: "stripe_listing_page",
+        run: listing_page,
+    },
 ];
 
 const SECRET: &str = "whsec_fuzz_stripe_secret";
+
+/// A balance transaction as Stripe's API answers it (`GET /v1/balance_transactions/{id}`):
+/// reading it never panics, and what it books adds up (or, when it does not, its net is booked
+/// to suspense and nothing else).
+fn balance_transaction(data: &[u8]) {
+    let Ok(transaction) = serde_json::from_slice::<BalanceTransaction>(data) else {
+        return;
+    };
+    let source = SourceName::parse("fuzz").expect("a valid source name");
+    match super::balance_transaction::movement(&source, None, &transaction) {
+        Ok(movement) => check_movement(&movement, &source),
+        Err(error) => {
+            if let Ok(movement) =
+                super::balance_transaction::suspense_movement(&source, None, &transaction, &error)
+            {
+                check_movement(&movement, &source);
+                assert!(movement.fee().is_zero(), "suspense books the net alone");
+            }
+        }
+    }
+}
+
+/// A listing page (`GET /v1/balance_transactions?created...`, or a payout's `?payout=`), as the
+/// feed reads it: never a panic, at most one entry per listed transaction, each balanced.
+fn listing_page(data: &[u8]) {
+    let Ok(page) = serde_json::from_slice::<Page<BalanceTransaction>>(data) else {
+        return;
+    };
+    let _ = page.has_more;
+    let source = SourceName::parse("fuzz").expect("a valid source name");
+    let accounts = ledger::posting::Accounts::defaults(&source);
+    if let Ok(resolved) = draft_listed(&source, &accounts, None, &page.data) {
+        assert!(resolved.entries.len() <= page.data.len(), "at most one entry each");
+        for entry in &resolved.entries {
+            assert!(entry.draft.is_balanced(), "{:?}", entry.draft.lines);
+        }
+    }
+}
 
 /// `Stripe-Signature`: the first `t` is the timestamp, every `v1` a candidate, no `t` malformed.
 fn signature_header(data: &[u8]) {

@@ -501,7 +501,7 @@ fn embedded_id(embedded: &Value) -> Result<String, ProviderError> {
 
 /// Drafts a feed window's page: as [`draft`], but a transaction that does not add up is booked
 /// to suspense on its own ([`balance_transaction::suspense_movement`]) instead of failing the page.
-fn draft_listed(
+pub(super) fn draft_listed(
     source: &SourceName,
     accounts: &Accounts,
     account: Option<&str>,

@@ -9,6 +9,7 @@
 
 mod abusive;
 mod connections;
+mod failover;
 mod hostile;
 mod kill;
 mod poison;

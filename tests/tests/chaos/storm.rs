@@ -21,8 +21,12 @@ async fn redelivery_storm_across_three_ingresses_records_and_posts_each_event_on
         ..AppOptions::default()
     };
     let config = scratch.write("settle.toml", &config_toml(&db.url, &options));
-    let (migrated, output) = tests::process::run_settle(&config, &db.url, &["migrate"]).await;
-    assert!(migrated, "{output}");
+    // Each process connects as its runtime role (README.md, Database roles), which may not
+    // migrate: the owner migrated and granted them.
+    db.grant_runtime_roles().await;
+    let ingress_url = tests::db::as_role(&db.url, "settle_ingress");
+    let worker_url = tests::db::as_role(&db.url, "settle_worker");
+    let no_migration = [("SETTLE_MIGRATE_ON_START", "false")];
     let mut bases = Vec::new();
     let mut ingresses = Vec::new();
     for i in 0..3 {
@@ -31,9 +35,9 @@ async fn redelivery_storm_across_three_ingresses_records_and_posts_each_event_on
             &scratch,
             &format!("ingress-{i}"),
             &config,
-            &db.url,
+            &ingress_url,
             &listen.args("ingress"),
-            &[],
+            &no_migration,
         ));
         wait_ready(&listen.ops_base()).await;
         bases.push(listen.base());
@@ -94,9 +98,9 @@ async fn redelivery_storm_across_three_ingresses_records_and_posts_each_event_on
                 &scratch,
                 &format!("worker-{i}"),
                 &config,
-                &db.url,
+                &worker_url,
                 &["worker"],
-                &[],
+                &no_migration,
             )
         })
         .collect();

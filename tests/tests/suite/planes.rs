@@ -153,12 +153,16 @@ struct Console {
 }
 
 impl Console {
+    /// A console over `app`'s database, connecting as `settle_console` on PostgreSQL.
     async fn start(app: &TestApp) -> Console {
-        let config = ops::Config::from_toml(&tests::app::config_toml(
-            &app.database_url(),
-            &AppOptions::default(),
-        ))
-        .expect("configuration");
+        let url = match app.backend() {
+            Backend::Postgres => tests::db::as_role(&app.database_url(), "settle_console"),
+            Backend::Sqlite => app.database_url(),
+        };
+        let mut config =
+            ops::Config::from_toml(&tests::app::config_toml(&url, &AppOptions::default()))
+                .expect("configuration");
+        config.migrate_on_start = false;
         let console = ops::App::build(&config, Role::Console)
             .await
             .expect("a console builds");

@@ -150,3 +150,92 @@ async fn keys_are_written_in_byte_order_whatever_the_collation() {
         "a batch's keys"
     );
 }
+
+/// Makes `app`'s database take no writes from new sessions (as a standby does) or take them
+/// again, and ends settle's sessions so that its pools reconnect under the setting.
+async fn set_read_only(app: &TestApp, read_only: bool) {
+    let setting = match read_only {
+        true => "SET default_transaction_read_only = on",
+        false => "RESET default_transaction_read_only",
+    };
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(app.pg())
+        .await
+        .expect("name");
+    // The test's own session may itself have started read-only.
+    let mut tx = app.pg().begin().await.expect("begin");
+    sqlx::query("SET TRANSACTION READ WRITE")
+        .execute(&mut *tx)
+        .await
+        .expect("read write");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "ALTER DATABASE {name} {setting}"
+    )))
+    .execute(&mut *tx)
+    .await
+    .expect("alter database");
+    tx.commit().await.expect("commit");
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'settle'",
+    )
+    .execute(app.pg())
+    .await
+    .expect("end settle's sessions");
+}
+
+/// Connected to a database that takes no writes (a standby, before a failover moves the
+/// address), settle says so on `/readyz` and answers no delivery 2xx; once writes are taken
+/// again, the provider's retry is recorded and posted.
+#[tokio::test]
+async fn on_a_read_only_database_nothing_is_acknowledged_and_readyz_says_why() {
+    let app = spawn(AppOptions::default()).await;
+    let (status, _) = deliver(
+        &app,
+        "msg_before",
+        &charge("ch_before", "10.00", "0.30", "9.70"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    app.wait_settled(30).await;
+    set_read_only(&app, true).await;
+    let mut readyz = (0, Value::Null);
+    for _ in 0..50 {
+        readyz = app.api_get("/readyz", None).await;
+        if readyz.0 == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(readyz.0, 503, "{:?}", readyz.1);
+    assert_eq!(readyz.1["error"], "database_read_only");
+    let body = charge("ch_during", "20.00", "0.60", "19.40");
+    for _ in 0..3 {
+        let (status, answer) = deliver(&app, "msg_during", &body).await;
+        assert_eq!(status, 503, "{answer}");
+    }
+    assert_eq!(app.count("settlement_events").await, 1, "nothing recorded");
+
+    set_read_only(&app, false).await;
+    let mut status = 0;
+    for _ in 0..50 {
+        (status, _) = deliver(&app, "msg_during", &body).await;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200, "the provider's retry is recorded");
+    // Ready again without a restart, once the workers' own connections are back.
+    for _ in 0..100 {
+        readyz = app.api_get("/readyz", None).await;
+        if readyz.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(readyz.0, 200, "{:?}", readyz.1);
+    app.wait_settled(30).await;
+    assert_eq!(app.count("journal_entries").await, 2);
+    assert!(app.failed_invariants().await.is_empty());
+}

@@ -146,3 +146,76 @@ async fn grant_roles_grants_on_postgres_and_explains_itself_on_sqlite() {
         "{stderr}"
     );
 }
+
+/// A console connected as `settle_console` does every operator action its role grants allow:
+/// a dashboard login, a requeue, a pause and a resume, a payload erased, a reversal.
+#[tokio::test]
+async fn a_console_connected_as_its_role_does_every_operator_action() {
+    use tests::app::{FINANCE_TOKEN, OPS_TOKEN, charge};
+    let app = spawn(AppOptions::default()).await;
+    for (id, body) in [
+        ("msg_ok", charge("ch_ok", "10.00", "0.30", "9.70")),
+        ("msg_bad", charge("ch_bad", "100.00", "3.20", "90.00")),
+    ] {
+        assert_eq!(app.post_standard(id, &body).await.status().as_u16(), 200);
+    }
+    app.wait_settled(30).await;
+    let database = app.stop().await;
+    let console = tests::app::start(
+        database,
+        AppOptions {
+            role: ops::Role::Console,
+            ..AppOptions::default()
+        },
+    )
+    .await;
+    let (status, letters) = console.api_get("/api/dead-letters", Some(OPS_TOKEN)).await;
+    assert_eq!(status, 200);
+    let letter = letters["items"][0]["id"].as_i64().expect("a dead letter");
+    let reason = serde_json::json!({"reason": "checked as the console's role"});
+    for path in [
+        format!("/api/dead-letters/{letter}/requeue"),
+        "/api/sources/std/pause".to_owned(),
+        "/api/sources/std/resume".to_owned(),
+    ] {
+        let (status, body) = console
+            .api_post(&path, Some(OPS_TOKEN), reason.clone())
+            .await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    let (event, entry): (i64, i64) = sqlx::query_as(
+        "SELECT id, posted_entry_id FROM settlement_events WHERE external_id = 'msg_ok'",
+    )
+    .fetch_one(console.pg())
+    .await
+    .expect("the posted event");
+    let (status, body) = console
+        .api_post(
+            &format!("/api/events/{event}/erase-payload"),
+            Some(OPS_TOKEN),
+            reason.clone(),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = console
+        .api_post(
+            &format!("/api/journal/{entry}/reverse"),
+            Some(FINANCE_TOKEN),
+            reason.clone(),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let login = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .post(console.url("/dashboard/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={OPS_TOKEN}"))
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(login.status().as_u16(), 303);
+    assert_eq!(console.count("dashboard_sessions").await, 1);
+    assert!(console.failed_invariants().await.is_empty());
+}

@@ -77,7 +77,16 @@ impl PgStore {
 
     pub(super) async fn ready(&self) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await?;
-        super::schema_state(&applied(&mut conn).await?, &MIGRATOR, None, false)
+        super::schema_state(&applied(&mut conn).await?, &MIGRATOR, None, false)?;
+        // A standby (or a database set read-only) answers reads and refuses every write.
+        let read_only: String =
+            sqlx::query_scalar("SELECT current_setting('transaction_read_only')")
+                .fetch_one(&mut *conn)
+                .await?;
+        match read_only.as_str() {
+            "on" => Err(StoreError::ReadOnly),
+            _ => Ok(()),
+        }
     }
 
     pub(super) async fn load_run_counts(

@@ -1,0 +1,5 @@
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    providers::fuzzing::run("stripe_listing_page", data);
+});
