@@ -24,6 +24,9 @@ pub fn init(format: LogFormat) {
         LogFormat::Text => false,
     };
     let builder = tracing_subscriber::fmt()
+        // A log that cannot be written (stderr's reader gone) is dropped, not reported on stderr:
+        // that report would panic the task that logged (the signal handler's, say).
+        .log_internal_errors(false)
         .with_env_filter(filter())
         .with_writer(std::io::stderr);
     let result = match json {
@@ -53,6 +56,8 @@ pub fn init_to_file(path: &std::path::Path, format: LogFormat) -> std::io::Resul
         .append(true)
         .open(path)?;
     let builder = tracing_subscriber::fmt()
+        // As in `init`.
+        .log_internal_errors(false)
         .with_env_filter(filter())
         .with_writer(std::sync::Mutex::new(file));
     let result = match format {

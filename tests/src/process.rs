@@ -219,6 +219,16 @@ pub async fn run_settle(config: &Path, database_url: &str, args: &[&str]) -> (bo
     )
 }
 
+/// Sends SIGTERM to `child` (a graceful stop); panics if it cannot be sent.
+pub fn sigterm(child: &Child) {
+    let pid = child.id().expect("a running child").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "SIGTERM to {pid}");
+}
+
 /// A PgBouncer in transaction mode in front of the suite's PostgreSQL, on its own port, for as
 /// long as it lives. PgBouncer refuses to run as root, so it runs as `postgres` when we are root.
 #[derive(Debug)]

@@ -396,8 +396,22 @@ pub async fn reconcile(
                 .reconciliation(&id)
                 .await?
                 .with_context(|| format!("settle knows no payout {id}"))?;
+            // Unmatched, or one side missing, exits non-zero once printed: a script can tell.
+            let reconciled = matches!(
+                reconciliation.status,
+                ledger::finance::ReconciliationStatus::Matched
+                    | ledger::finance::ReconciliationStatus::Reversed
+            );
+            let verdict = || match reconciled {
+                true => Ok(()),
+                false => Err(anyhow::anyhow!(
+                    "payout {id} is {:?}",
+                    reconciliation.status
+                )),
+            };
             if json {
-                return table::json(&reconciliation);
+                table::json(&reconciliation)?;
+                return verdict();
             }
             let r = &reconciliation;
             println!("payout {}  {:?}\n", r.payout_id, r.status);
@@ -442,7 +456,7 @@ pub async fn reconcile(
                 })
                 .collect();
             table::print(&["ENTRY", "DATE", "KIND", "MOVEMENT", "NET"], &rows);
-            Ok(())
+            verdict()
         }
         ReconcileCommand::Payouts { json } => {
             let mut all = Vec::new();

@@ -43,6 +43,20 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Command {
+    /// A long-running role (serve, ingress, worker, console), as opposed to a command that prints
+    /// and exits.
+    pub fn serves(&self) -> bool {
+        matches!(
+            self,
+            Command::Serve { .. }
+                | Command::Ingress { .. }
+                | Command::Worker { .. }
+                | Command::Console { .. }
+        )
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Ingress, workers, the ops/finance API, the dashboard and metrics in one process.
@@ -275,10 +289,16 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print settle's man page (roff).
+    /// Print settle's man page (roff), or write it and one page per command to a directory (the
+    /// main page names each command's page).
     #[command(after_help = "Example:\n  \
-        settle man > /usr/local/share/man/man1/settle.1")]
-    Man,
+        settle man --dir /usr/local/share/man/man1\n  \
+        settle man | man -l -")]
+    Man {
+        /// Write settle.1 and every command's page (settle-serve.1, ...) here.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -340,9 +360,18 @@ impl Cli {
                 clap_complete::generate(shell, &mut command, "settle", &mut std::io::stdout());
                 Ok(())
             }
-            Command::Man => clap_mangen::Man::new(Cli::command())
-                .render(&mut std::io::stdout())
-                .context("cannot write the man page"),
+            // No `help` command page: its references would name a page never written.
+            Command::Man { dir: None } => {
+                clap_mangen::Man::new(Cli::command().disable_help_subcommand(true))
+                    .render(&mut std::io::stdout())
+                    .context("cannot write the man page")
+            }
+            Command::Man { dir: Some(dir) } => {
+                clap_mangen::generate_to(Cli::command(), &dir)
+                    .with_context(|| format!("cannot write the man pages to {}", dir.display()))?;
+                println!("man pages written to {}", dir.display());
+                Ok(())
+            }
             Command::Demo { dir, keep_running } => demo::run(dir, keep_running).await,
             Command::Config {
                 command: ConfigCommand::Check,
@@ -524,7 +553,7 @@ async fn run_configured(command: Command, mut config: Config) -> anyhow::Result<
         }
         Command::Token { .. }
         | Command::Completions { .. }
-        | Command::Man
+        | Command::Man { .. }
         | Command::Demo { .. }
         | Command::Config { .. } => unreachable!("run without a configuration"),
     }

@@ -32,13 +32,15 @@ fn settlement(kind: &str, data: Value) -> String {
         .to_string()
 }
 
+/// A settled charge; a USD charge is paid out by `po_std_1` (a payout is in one currency: the
+/// JPY and KWD charges wait for payouts of their own).
 fn charge(movement: &str, currency: &str, gross: &str, fee: &str, net: &str) -> String {
-    settlement(
-        "charge_settled",
-        json!({"movement_id": movement, "occurred_at": "2026-11-30T11:59:00Z",
-            "currency": currency, "gross": gross, "fee": fee, "net": net,
-            "payout_id": "po_std_1", "reference": "order-42"}),
-    )
+    let mut data = json!({"movement_id": movement, "occurred_at": "2026-11-30T11:59:00Z",
+        "currency": currency, "gross": gross, "fee": fee, "net": net, "reference": "order-42"});
+    if currency == "USD" {
+        data["payout_id"] = json!("po_std_1");
+    }
+    settlement("charge_settled", data)
 }
 
 fn payout(kind: &str, payout: &str, amount: &str) -> String {

@@ -506,11 +506,7 @@ async fn abusive_clients_never_cost_a_delivery_and_every_deadline_holds() {
         .collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let signalled = Instant::now();
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &serve.id().expect("pid").to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    tests::process::sigterm(&serve);
     // prlimit execs settle, so the child is settle itself.
     let exited = tokio::time::timeout(Duration::from_secs(30), serve.wait()).await;
     let stopped_after = signalled.elapsed();

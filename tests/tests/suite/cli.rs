@@ -475,6 +475,60 @@ async fn completions_and_the_man_page_come_from_the_same_definitions() {
     assert!(ran.success);
     assert!(ran.stdout.starts_with(".ie") || ran.stdout.contains(".TH settle"));
     assert!(ran.stdout.contains("healthcheck"));
+    // Every page a page names is written beside it.
+    let pages = scratch.dir.join("man1");
+    std::fs::create_dir_all(&pages).expect("dir");
+    let ran = settle(
+        &scratch.dir,
+        &["man", "--dir", pages.to_str().expect("path")],
+        &[],
+    )
+    .await;
+    assert!(ran.success, "{}", ran.stderr);
+    let mut named = vec![ran_page_references(
+        &std::fs::read_to_string(pages.join("settle.1")).expect("settle.1"),
+    )];
+    for entry in std::fs::read_dir(&pages).expect("pages") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("page");
+        named.push(ran_page_references(&text));
+    }
+    let named: Vec<String> = named.into_iter().flatten().collect();
+    assert!(named.iter().any(|page| page == "settle-serve"), "{named:?}");
+    for page in named {
+        assert!(
+            pages.join(format!("{page}.1")).exists(),
+            "{page}(1) is named but not written"
+        );
+    }
+    // The page printed names the same pages.
+    let printed = settle(&scratch.dir, &["man"], &[]).await;
+    for page in ran_page_references(&printed.stdout) {
+        assert!(
+            pages.join(format!("{page}.1")).exists(),
+            "{page}(1) is named but not written"
+        );
+    }
+}
+
+/// The pages a roff page names (`\fBsettle\-serve(1)\fR` -> `settle-serve`).
+fn ran_page_references(roff: &str) -> Vec<String> {
+    let text = roff
+        .replace("\\-", "-")
+        .replace("\\fB", "")
+        .replace("\\fR", "")
+        .replace("\\fI", "");
+    text.match_indices("(1)")
+        .filter_map(|(at, _)| {
+            let mut name: Vec<char> = text[..at]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            name.reverse();
+            let name: String = name.into_iter().collect();
+            name.starts_with("settle").then_some(name)
+        })
+        .collect()
 }
 
 /// The text of the value at a dotted key of a TOML document.
@@ -487,4 +541,79 @@ fn value_at(document: &toml::Value, key: &str) -> Option<String> {
         toml::Value::String(text) => text.clone(),
         other => other.to_string(),
     })
+}
+
+/// A command whose reader leaves (`settle ... | head`) ends as any Unix tool does, on SIGPIPE,
+/// never with a panic.
+#[tokio::test]
+async fn a_command_whose_reader_leaves_ends_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    let scratch = Scratch::new();
+    let mut child = settle_command()
+        .args(["token", "new", "--role", "ops", "--name", "pipe"])
+        .current_dir(&scratch.dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start settle");
+    // The reader is gone before anything is written.
+    drop(child.stdout.take());
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("settle finished")
+        .expect("settle ran");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        output.status.success() || output.status.signal() == Some(13),
+        "{:?}: {stderr}",
+        output.status
+    );
+}
+
+/// `settle serve 2>&1 | head`: once the reader of its logs is gone, SIGTERM still stops it
+/// (a log that cannot be written is dropped, not reported on that same closed stderr).
+#[tokio::test]
+async fn serve_stops_on_sigterm_after_the_reader_of_its_logs_is_gone() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "settle.toml",
+        &format!(
+            "[[sources]]\nname = \"std\"\nprovider = \"standard\"\nsecrets = [\"{STANDARD_SECRET}\"]\n"
+        ),
+    );
+    let listen = Listen::new();
+    let mut child = settle_command()
+        .args(listen.args("serve"))
+        .current_dir(&scratch.dir)
+        .env("DATABASE_URL", "sqlite://settle.db")
+        .env("RUST_LOG", "debug")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start settle");
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let http = reqwest::Client::new();
+    let mut ready = false;
+    for _ in 0..300 {
+        ready = http
+            .get(format!("{}/readyz", listen.ops_base()))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        if ready {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "serve became ready with nobody reading its logs");
+    tests::process::sigterm(&child);
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("stopped after SIGTERM")
+        .expect("status");
+    assert!(status.success(), "{status:?}");
 }

@@ -135,12 +135,7 @@ async fn the_demo_kept_running_opens_its_dashboard_with_the_printed_token() {
     let body: serde_json::Value = journal.json().await.expect("json");
     assert_eq!(body["items"].as_array().map(Vec::len), Some(16));
 
-    let pid = demo.id().expect("pid").to_string();
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    tests::process::sigterm(&demo);
     let exit = tokio::time::timeout(Duration::from_secs(30), demo.wait())
         .await
         .expect("the demo stops on SIGTERM")

@@ -581,8 +581,12 @@ async fn hledger_and_beancount_accept_the_exports_and_agree_with_settle_and_reje
         balances_of(&serde_json::from_str(&out).expect("json")),
         expected_balances(&events, 30)
     );
+    // An unmatched payout is printed, and the command exits non-zero (a script can tell);
+    // a matched one exits 0.
     let (ok, out) = run_settle(&config, url, &["reconcile", "payout", "po_USD_B", "--json"]).await;
-    assert!(ok && out.contains("\"unmatched\""), "{out}");
+    assert!(!ok && out.contains("\"unmatched\""), "{out}");
+    let (ok, out) = run_settle(&config, url, &["reconcile", "payout", "po_KWD_A", "--json"]).await;
+    assert!(ok && out.contains("\"matched\""), "{out}");
     // As a table: each currency's payout, items and difference.
     let (ok, out) = run_settle(&config, url, &["reconcile", "payout", "po_USD_B"]).await;
     let row = out
@@ -590,7 +594,7 @@ async fn hledger_and_beancount_accept_the_exports_and_agree_with_settle_and_reje
         .find(|l| l.starts_with("USD"))
         .unwrap_or_default();
     assert!(
-        ok && out.contains("DIFFERENCE") && row.contains("Unmatched"),
+        !ok && out.contains("DIFFERENCE") && row.contains("Unmatched"),
         "{out}"
     );
     let (ok, out) = run_settle(&config, url, &["journal", "list", "--limit", "5", "--json"]).await;

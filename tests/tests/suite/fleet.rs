@@ -38,13 +38,7 @@ async fn sigterm_lets_a_worker_finish_its_in_flight_jobs_and_exit_zero() {
     )
     .await;
     let mut worker = fleet.members.remove(0);
-    let pid = worker.id().expect("pid").to_string();
-    let killed = tokio::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .expect("kill");
-    assert!(killed.success());
+    tests::process::sigterm(&worker);
     // The worker is draining, not gone: it waits for its postings.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
