@@ -72,14 +72,19 @@ impl Browser {
     }
 
     /// The element's text, looked up again if the page replaced it between the lookup and the
-    /// read (a navigation still finishing).
+    /// read, or is between two pages (a navigation still finishing).
     async fn text(&self, selector: &str) -> String {
         for _ in 0..20 {
-            let element = self
-                .client
-                .find(Locator::Css(selector))
-                .await
-                .expect(selector);
+            let element = match self.client.find(Locator::Css(selector)).await {
+                Ok(element) => element,
+                Err(fantoccini::error::CmdError::Standard(error))
+                    if error.error == fantoccini::error::ErrorStatus::NoSuchElement =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                Err(error) => panic!("find {selector}: {error}"),
+            };
             match element.text().await {
                 Ok(text) => return text,
                 Err(fantoccini::error::CmdError::Standard(error))
@@ -90,7 +95,7 @@ impl Browser {
                 Err(error) => panic!("text of {selector}: {error}"),
             }
         }
-        panic!("{selector} kept going stale")
+        panic!("{selector} kept going stale or missing")
     }
 
     /// The element's text once it reads `expected`, or the last text seen after ten seconds: a
