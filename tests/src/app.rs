@@ -434,20 +434,22 @@ impl TestApp {
         self.post("/webhooks/adyen", &[], &body).await
     }
 
+    /// The dashboard's login form submitted with `token`, its answer as sent (a 303 to the
+    /// overview is not followed).
+    pub async fn log_in(&self, token: &str) -> reqwest::Response {
+        no_redirects()
+            .post(self.url("/dashboard/login"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token={token}"))
+            .send()
+            .await
+            .expect("login")
+    }
+
     /// `GET path` with a bearer token (`None`: no Authorization header); status and JSON body.
     /// A dashboard page, logged in (over HTTP, no browser) with the ops token.
     pub async fn dashboard_page(&self, path: &str) -> String {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("client");
-        let login = http
-            .post(self.url("/dashboard/login"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("token={OPS_TOKEN}"))
-            .send()
-            .await
-            .expect("login");
+        let login = self.log_in(OPS_TOKEN).await;
         let cookie = login
             .headers()
             .get("set-cookie")
@@ -455,7 +457,8 @@ impl TestApp {
             .and_then(|v| v.split(';').next())
             .expect("a session cookie")
             .to_owned();
-        http.get(self.url(path))
+        no_redirects()
+            .get(self.url(path))
             .header("cookie", cookie)
             .send()
             .await
@@ -672,4 +675,12 @@ pub fn new_charge(external_id: &str, movement_id: &str, gross: &str) -> ledger::
         payload: body.to_string(),
         content: ledger::Content::Valid(event),
     }
+}
+
+/// An HTTP client that answers a redirect as it comes.
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
 }

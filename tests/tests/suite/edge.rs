@@ -313,15 +313,7 @@ async fn requests_without_a_token_never_throttle_an_address() {
         );
     }
     for _ in 0..20 {
-        let login = app
-            .http
-            .post(app.url("/dashboard/login"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body("token=")
-            .send()
-            .await
-            .expect("login");
-        assert_eq!(login.status().as_u16(), 401);
+        assert_eq!(app.log_in("").await.status().as_u16(), 401);
     }
     let (status, _) = app.api_get("/api/dead-letters", Some("wrong")).await;
     assert_eq!(status, 401, "the first wrong token is still only wrong");
@@ -364,31 +356,13 @@ async fn failed_tokens_are_throttled_per_address_then_recover() {
         (429, Some("too_many_failed_attempts")),
         "while throttled, a wrong one waits"
     );
-    let login = app
-        .http
-        .post(app.url("/dashboard/login"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("token=wrong")
-        .send()
-        .await
-        .expect("login");
     assert_eq!(
-        login.status().as_u16(),
+        app.log_in("wrong").await.status().as_u16(),
         429,
         "the same address, the same allowance"
     );
-    let login = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client")
-        .post(app.url("/dashboard/login"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={OPS_TOKEN}"))
-        .send()
-        .await
-        .expect("login");
     assert_eq!(
-        login.status().as_u16(),
+        app.log_in(OPS_TOKEN).await.status().as_u16(),
         303,
         "a right token logs in while its address is throttled"
     );

@@ -163,7 +163,19 @@ impl Console {
             ops::Config::from_toml(&tests::app::config_toml(&url, &AppOptions::default()))
                 .expect("configuration");
         config.migrate_on_start = false;
-        let console = ops::App::build(&config, Role::Console)
+        Console::configured(&config).await
+    }
+
+    /// A console over the database of `app`'s test configuration changed by `edit` (as the
+    /// owner).
+    async fn edited(app: &TestApp, edit: impl Fn(String) -> String) -> Console {
+        let text = tests::app::config_toml(&app.database_url(), &AppOptions::default());
+        let config = ops::Config::from_toml(&edit(text)).expect("configuration");
+        Console::configured(&config).await
+    }
+
+    async fn configured(config: &ops::Config) -> Console {
+        let console = ops::App::build(config, Role::Console)
             .await
             .expect("a console builds");
         let base = format!("http://{}", console.ops_addr().expect("bound"));
@@ -313,43 +325,29 @@ async fn a_session_expires_and_a_token_removed_from_the_configuration_ends_its_s
     // know the token (its configuration has none of the test tokens).
     let lasting = spawn(AppOptions::on(backend)).await;
     let cookie = login(&lasting.ops_url(""), OPS_TOKEN).await;
-    let config = ops::Config::from_toml(
-        &tests::app::config_toml(&lasting.database_url(), &AppOptions::default())
-            .replace("name = \"olivia\"", "name = \"olivia-renamed\""),
-    )
-    .expect("configuration");
-    let console = ops::App::build(&config, Role::Console)
-        .await
-        .expect("a console builds");
-    let base = format!("http://{}", console.ops_addr().expect("bound"));
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(console.run(shutdown.clone()));
-    assert_eq!(overview(&base, &cookie).await.0, 303);
+    let console = Console::edited(&lasting, |text| {
+        text.replace("name = \"olivia\"", "name = \"olivia-renamed\"")
+    })
+    .await;
+    assert_eq!(overview(&console.base, &cookie).await.0, 303);
     assert_eq!(overview(&lasting.ops_url(""), &cookie).await.0, 200);
-    shutdown.cancel();
+    drop(console);
 
     // Nor is it honoured once its token is replaced under the same name (a leaked token
     // rotated): the session was the old token's.
-    let config = ops::Config::from_toml(
-        &tests::app::config_toml(&lasting.database_url(), &AppOptions::default()).replace(
+    let console = Console::edited(&lasting, |text| {
+        text.replace(
             &ops::auth::token_sha256(OPS_TOKEN),
             &ops::auth::token_sha256("a-token-replacing-the-leaked-one"),
-        ),
-    )
-    .expect("configuration");
-    let console = ops::App::build(&config, Role::Console)
-        .await
-        .expect("a console builds");
-    let base = format!("http://{}", console.ops_addr().expect("bound"));
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(console.run(shutdown.clone()));
+        )
+    })
+    .await;
     assert_eq!(
-        overview(&base, &cookie).await.0,
+        overview(&console.base, &cookie).await.0,
         303,
         "the old token's session ended"
     );
     assert_eq!(overview(&lasting.ops_url(""), &cookie).await.0, 200);
-    shutdown.cancel();
 }
 
 #[tokio::test]

@@ -205,17 +205,7 @@ async fn a_console_connected_as_its_role_does_every_operator_action() {
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    let login = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client")
-        .post(console.url("/dashboard/login"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={OPS_TOKEN}"))
-        .send()
-        .await
-        .expect("login");
-    assert_eq!(login.status().as_u16(), 303);
+    assert_eq!(console.log_in(OPS_TOKEN).await.status().as_u16(), 303);
     assert_eq!(console.count("dashboard_sessions").await, 1);
     assert!(console.failed_invariants().await.is_empty());
 }
