@@ -120,7 +120,8 @@ async fn refresh_gauges(health: &Health) {
             metrics::gauge!("settle_database_up").set(0.0);
         }
     }
-    // 1 for a source paused now, 0 for one paused before and since resumed.
+    // 1 for a source paused now, 0 for one paused before and since resumed; the same for a
+    // pause settle made because the source's provider refused its key.
     match health.store.source_pauses(false, 1_000).await {
         Ok(pauses) => {
             let mut seen: Vec<&str> = Vec::new();
@@ -134,6 +135,11 @@ async fn refresh_gauges(health: &Health) {
                     .any(|p| p.source == pause.source && p.resumed_at.is_none());
                 metrics::gauge!("settle_source_paused", "source" => pause.source.clone())
                     .set(if paused { 1.0 } else { 0.0 });
+                let refused = pauses.iter().any(|p| {
+                    p.source == pause.source && p.resumed_at.is_none() && p.is_provider_auth()
+                });
+                metrics::gauge!("settle_source_paused_provider_auth", "source" => pause.source.clone())
+                    .set(if refused { 1.0 } else { 0.0 });
             }
         }
         Err(error) => tracing::warn!(%error, "metrics: source pauses unavailable"),

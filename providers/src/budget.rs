@@ -135,24 +135,34 @@ impl Budget {
 
     /// Waits for the next turn at `endpoint` of a request of `priority`: a request for history
     /// lets every request for now of this process that is waiting go first.
+    ///
+    /// Only the limiters of the share in force grant a turn: a request that waited on the
+    /// limiters of a share replaced meanwhile (the fleet changed size) waits again on the new
+    /// ones, so that the old share's waiters and the new share's never send side by side.
     pub async fn acquire_as(&self, endpoint: &'static str, priority: Priority) -> Duration {
-        let Some((total, per_endpoint)) = self.limiters(endpoint) else {
-            return Duration::ZERO;
-        };
         let started = Instant::now();
-        match priority {
-            Priority::Now => {
-                let _waiting = Waiting::on(&self.waiting_now);
-                per_endpoint.until_ready().await;
-                total.until_ready().await;
-            }
-            Priority::History => loop {
-                if self.waiting_now.load(Ordering::Acquire) == 0 && per_endpoint.check().is_ok() {
+        let _waiting = matches!(priority, Priority::Now).then(|| Waiting::on(&self.waiting_now));
+        loop {
+            let Some((total, per_endpoint)) = self.limiters(endpoint) else {
+                return Duration::ZERO;
+            };
+            match priority {
+                Priority::Now => {
+                    per_endpoint.until_ready().await;
                     total.until_ready().await;
-                    break;
                 }
-                tokio::time::sleep(HISTORY_POLL).await;
-            },
+                Priority::History => loop {
+                    if self.waiting_now.load(Ordering::Acquire) == 0 && per_endpoint.check().is_ok()
+                    {
+                        total.until_ready().await;
+                        break;
+                    }
+                    tokio::time::sleep(HISTORY_POLL).await;
+                },
+            }
+            if self.in_force(&total) {
+                break;
+            }
         }
         let waited = started.elapsed();
         metrics::histogram!("settle_provider_budget_wait_seconds", "source" => self.source.clone())
@@ -174,6 +184,15 @@ impl<'a> Waiting<'a> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Budget {
+    /// Whether `total` is the whole-budget limiter of the share in force.
+    fn in_force(&self, total: &Arc<DefaultDirectRateLimiter>) -> bool {
+        self.share
+            .read()
+            .is_ok_and(|share| Arc::ptr_eq(&share.total, total))
     }
 }
 
@@ -226,6 +245,37 @@ mod tests {
         assert_eq!(rates(&budget), ("25".into(), "6.25".into()));
         budget.set_workers(0);
         assert_eq!(rates(&budget), ("100".into(), "25".into()));
+    }
+
+    #[tokio::test]
+    async fn requests_waiting_when_the_fleet_grows_take_the_new_share() {
+        // Alone, 90 % of 10 a second; a second process joins while twenty requests wait.
+        let budget = Arc::new(Budget::new("cards", 10, 10));
+        let granted = Arc::new(AtomicUsize::new(0));
+        let waiting: Vec<_> = (0..20)
+            .map(|_| {
+                let (budget, granted) = (budget.clone(), granted.clone());
+                tokio::spawn(async move {
+                    budget.acquire("balance_transaction").await;
+                    granted.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        budget.set_workers(2);
+        let before = granted.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let after = granted.load(Ordering::SeqCst);
+        // At the new share (4.5 a second) two seconds grant at most ten; the old limiter's
+        // waiters going out beside the new one's would have granted about twenty-seven.
+        assert!(
+            after - before <= 11,
+            "{} granted in the two seconds after the fleet grew",
+            after - before
+        );
+        for task in waiting {
+            task.abort();
+        }
     }
 
     #[tokio::test]

@@ -347,6 +347,26 @@ impl TestApp {
             .unwrap_or(0.0)
     }
 
+    /// The value of a series once it reads `value` (the gauges read from the store are
+    /// refreshed at most every few seconds), or the last value seen after fifteen seconds
+    /// (`None`: absent).
+    pub async fn metric_becoming(&self, series: &str, value: f64) -> Option<f64> {
+        let mut seen = None;
+        for _ in 0..30 {
+            seen = self.metrics_page().await.lines().find_map(|line| {
+                line.strip_prefix(series)?
+                    .strip_prefix(' ')?
+                    .parse::<f64>()
+                    .ok()
+            });
+            if seen == Some(value) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        seen
+    }
+
     /// Runs `sql` (portable between the backends) returning one integer.
     pub async fn scalar(&self, sql: &str) -> i64 {
         let sql = sqlx::AssertSqlSafe(sql.to_owned());

@@ -26,6 +26,8 @@ use crate::settings::WorkerSettings;
 use crate::wake::NotifyOrTick;
 
 /// A worker that ran at least this long before failing starts its restart backoff afresh.
+/// How long a worker not seen since still counts in the fleet that shares provider budgets.
+const BUDGET_WINDOW_MIN: Duration = Duration::from_secs(30);
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
 const RESTART_BACKOFF_FIRST: Duration = Duration::from_millis(500);
 /// Who expires payloads, in the erasures' audit.
@@ -270,17 +272,28 @@ async fn handle(
         .await
 }
 
-/// Unique per process start: a restarted process must never reuse a name the queue still
-/// holds jobs under.
+/// What every worker name of this process begins with: the host, the process id and an id of
+/// this start, so that no other process, nor a later start under a reused pid, shares it.
+fn process_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "host".into());
+        format!(
+            "settle-{host}-{}-{}-",
+            std::process::id(),
+            ulid::Ulid::generate()
+        )
+    })
+}
+
+/// Unique per worker start: a restarted process, or a worker the supervisor restarts, must
+/// never reuse a name the queue still holds jobs under.
 fn worker_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "host".into());
-    format!(
-        "settle-{host}-{}-{}",
-        std::process::id(),
-        ulid::Ulid::generate()
-    )
+    static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let start = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}{start}", process_prefix())
 }
 
 fn restart_pause(failures: u32, max: Duration) -> Duration {
@@ -351,7 +364,11 @@ async fn prune_loop(
 }
 
 /// Keeps each provider budget's share in step with the fleet: every heartbeat, the worker
-/// processes alive (seen within the rescue window) split each source's requests per second.
+/// processes alive split each source's requests per second. A process counts itself, and every
+/// other worker seen within [`BUDGET_WINDOW_MIN`] or the rescue window, whichever is longer: a
+/// busy worker's heartbeat can lag seconds behind (it is written between fetches), and a worker
+/// missed makes every other one spend more than its share, past the provider's limit, while a
+/// dead one still counted only makes the fleet spend less for a while.
 async fn budget_loop(
     store: Store,
     resolvers: Resolvers,
@@ -359,14 +376,15 @@ async fn budget_loop(
     shutdown: CancellationToken,
 ) {
     let heartbeat = Duration::from_millis(settings.heartbeat_interval_ms);
-    let window = heartbeat * u32::try_from(settings.missed_heartbeats).unwrap_or(u32::MAX);
+    let window = (heartbeat * u32::try_from(settings.missed_heartbeats).unwrap_or(u32::MAX))
+        .max(BUDGET_WINDOW_MIN);
     let mut tick = tokio::time::interval(heartbeat);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.cancelled() => return,
         }
-        match store.live_workers(window).await {
+        match store.live_workers(window, process_prefix()).await {
             Ok(workers) => resolvers
                 .budgets()
                 .for_each(|budget| budget.set_workers(workers)),

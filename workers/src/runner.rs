@@ -182,8 +182,13 @@ impl Runner {
                 Err(error) => return error.into(),
             },
         };
+        let source = match &work {
+            Work::Resolve { source, .. } => Some(source.clone()),
+            Work::Post | Work::Unreadable(_) => None,
+        };
         let posting = self.work(job, attempt, work).await;
-        self.finish(job, worker, attempt, posting).await
+        self.finish(job, worker, attempt, source.as_ref(), posting)
+            .await
     }
 
     /// The attempt number when the start says to run; otherwise how this run ends (what the
@@ -290,11 +295,13 @@ impl Runner {
     }
 
     /// Counts a posting, or has the retry policy decide what a failure means and records it.
+    /// A key the provider refused pauses the source instead (see [`Runner::pause_refused`]).
     async fn finish(
         &self,
         job: &JobRef,
         worker: &str,
         attempt: u32,
+        source: Option<&SourceName>,
         posting: Result<Posted, PostError>,
     ) -> Finish {
         let error = match posting {
@@ -321,7 +328,14 @@ impl Runner {
             }
             Err(error) => error,
         };
-        let decision = self.policy.decide(attempt, &error);
+        let mut decision = self.policy.decide(attempt, &error);
+        if let (Some(source), PostError::Provider(refused @ ProviderError::Auth { .. })) =
+            (source, &error)
+            && attempt < self.policy.attempts_max
+            && self.pause_refused(source, refused).await
+        {
+            decision = FailureDecision::RetryAfterMs(PAUSED_RECHECK_MS);
+        }
         if let Err(store_error) = self
             .store
             .fail_attempt(job, worker, attempt, &error, decision)
@@ -340,6 +354,33 @@ impl Runner {
                 warn!(job_id = %job.job_id, event_id = %job.event_id, attempt, class = class.as_str(), code = error.code(), "dead-lettered");
                 count("dead_lettered");
                 Finish::Kill("dead-lettered")
+            }
+        }
+    }
+
+    /// Pauses `source`, whose provider refused its API key: every event of the source would fail
+    /// the same way until the key is fixed, so they wait (the one that met the refusal too, its
+    /// attempt recorded) instead of each going to the dead letter. Whether the source is paused
+    /// now (by this call or an earlier one); if the pause cannot be written, the policy decides
+    /// as for any permanent error.
+    async fn pause_refused(&self, source: &SourceName, refused: &ProviderError) -> bool {
+        match self
+            .store
+            .pause_source(
+                source.as_str(),
+                &ledger::store::provider_auth_pause(&refused.to_string()),
+            )
+            .await
+        {
+            Ok(change) => {
+                if change.changed {
+                    error!(%source, error = %refused, "the provider refused the source's API key; source paused until resumed");
+                }
+                true
+            }
+            Err(error) => {
+                warn!(%source, %error, "could not pause the source whose key was refused");
+                false
             }
         }
     }

@@ -122,14 +122,21 @@ macro_rules! finance_reads {
                     ));
                 }
                 // The payout's items: entries carrying its id (other than the payout itself and its
-                // failure), and entries its provider listed as paid out by it.
+                // failure), and entries its provider listed as paid out by it. Two branches, each
+                // on its own index (an `OR` of the two would walk every entry); disjoint, since the
+                // second takes only entries not carrying the id, and an entry is listed by one
+                // payout at most.
                 let rows = sqlx::query(
-                    "SELECT je.id, je.kind, je.movement_id, je.effective_date, e.facts, je.details
+                    "SELECT je.id AS id, je.kind, je.movement_id, je.effective_date AS effective_date,
+                            e.facts, je.details
                      FROM journal_entries je JOIN settlement_events e ON e.id = je.event_id
-                     WHERE (je.payout_id = $1 AND je.kind NOT IN ('payout_paid', 'payout_failed'))
-                        OR (je.id IN (SELECT pi.entry_id FROM payout_items pi WHERE pi.payout_id = $1)
-                            AND je.payout_id IS DISTINCT FROM $1)
-                     ORDER BY je.effective_date, je.id",
+                     WHERE je.payout_id = $1 AND je.kind NOT IN ('payout_paid', 'payout_failed')
+                     UNION ALL
+                     SELECT je.id, je.kind, je.movement_id, je.effective_date, e.facts, je.details
+                     FROM payout_items pi JOIN journal_entries je ON je.id = pi.entry_id
+                     JOIN settlement_events e ON e.id = je.event_id
+                     WHERE pi.payout_id = $1 AND je.payout_id IS DISTINCT FROM $1
+                     ORDER BY effective_date, id",
                 )
                 .bind(payout_id)
                 .fetch_all(&self.pool)

@@ -26,7 +26,9 @@ use std::time::Duration;
 pub use crate::error::StoreError;
 pub use corrections::{Corrected, CorrectionRequest, check_lines};
 pub use movements::ResolvedPost;
-pub use pauses::{PauseChange, SourcePause};
+pub use pauses::{
+    PROVIDER_AUTH_ACTOR, PROVIDER_AUTH_REASON, PauseChange, SourcePause, provider_auth_pause,
+};
 pub use postgres::roles::RUNTIME_ROLES;
 pub use retention::{ExpiryRule, PayloadErasure, PruneLine, RetentionPolicy};
 
@@ -594,11 +596,16 @@ impl Store {
         on_backend!(self, store => store.newest_delivery(source.as_str(), after).await)
     }
 
-    /// How many worker processes of the queue were seen alive within `window` (at least one:
-    /// the caller is one). SQLite has one process.
-    pub async fn live_workers(&self, window: Duration) -> Result<u32, StoreError> {
+    /// How many worker processes of the queue are alive: the caller, whose workers' names
+    /// begin with `own_prefix` (counted once, registered yet or not), and every other worker
+    /// seen within `window`. SQLite has one process.
+    pub async fn live_workers(
+        &self,
+        window: Duration,
+        own_prefix: &str,
+    ) -> Result<u32, StoreError> {
         match &self.backend {
-            Backend::Postgres(store) => store.live_workers(window).await,
+            Backend::Postgres(store) => store.live_workers(window, own_prefix).await,
             Backend::Sqlite(_) => Ok(1),
         }
     }

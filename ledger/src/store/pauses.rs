@@ -22,6 +22,29 @@ pub struct SourcePause {
     pub resume_reason: Option<String>,
 }
 
+/// Who pauses a source whose provider refused its API key: settle itself, so that the source's
+/// events wait for the key to be fixed instead of each going to the dead letter.
+pub const PROVIDER_AUTH_ACTOR: &str = "settle";
+/// How the reason of such a pause begins (the error code), which tells it from a person's.
+pub const PROVIDER_AUTH_REASON: &str = "provider_auth: ";
+
+impl SourcePause {
+    /// The pause settle made when the source's provider refused its API key.
+    pub fn is_provider_auth(&self) -> bool {
+        self.paused_by == PROVIDER_AUTH_ACTOR && self.pause_reason.starts_with(PROVIDER_AUTH_REASON)
+    }
+}
+
+/// The decision that pauses a source whose provider refused its key, saying what was refused.
+pub fn provider_auth_pause(detail: &str) -> crate::review::Decision {
+    crate::review::Decision {
+        actor: PROVIDER_AUTH_ACTOR.to_owned(),
+        reason: format!(
+            "{PROVIDER_AUTH_REASON}{detail}. Fix the key, restart the workers, then resume the source"
+        ),
+    }
+}
+
 /// What a pause or resume did: the pause concerned, and whether anything changed (pausing a
 /// paused source or resuming a running one changes nothing and writes nothing).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]

@@ -2,19 +2,25 @@
 //! small HTTP server on a real socket serving the read endpoints settle calls, in the shapes
 //! Stripe publishes (`fixtures/stripe`, each file naming its source). It is not Stripe: it holds
 //! only the objects it is given, and can be told to answer slowly, to fail (429 with
-//! `Retry-After`, 500, a stall, 401), or to make up a charge's balance transaction for any id of
-//! the form `txn_<suffix>` (for load runs, see [`synthetic_charge_amount`]).
+//! `Retry-After`, 500, a stall, 401), to fail at random at a given rate (429 with and without
+//! `Retry-After`, 500, a stall, a connection reset mid-body: [`FakeStripe::inject`]), to refuse
+//! the key it accepted ([`FakeStripe::revoke_key`]), or to make up a charge's balance
+//! transaction for any id of the form `txn_<suffix>` (for load runs, see
+//! [`synthetic_charge_amount`]).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -54,6 +60,52 @@ pub enum Fault {
     Unauthorized,
     /// The usual answer (so a later request of the queue is the one that fails).
     Pass,
+}
+
+/// What the fake answers at random once told to ([`FakeStripe::inject`]): the ways Stripe's API,
+/// or the way to it, fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Injected {
+    /// 429 with `Retry-After: 1`.
+    RateLimited,
+    /// 429 with no `Retry-After`.
+    RateLimitedBare,
+    /// 500 with Stripe's error body.
+    ServerError,
+    /// No answer for [`Injection::stall`] (then the object, to a client that may have gone).
+    Stall,
+    /// 200 and the first bytes of the object, then the connection is dropped.
+    Reset,
+}
+
+impl Injected {
+    pub const ALL: [Injected; 5] = [
+        Injected::RateLimited,
+        Injected::RateLimitedBare,
+        Injected::ServerError,
+        Injected::Stall,
+        Injected::Reset,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Injected::RateLimited => "rate_limited",
+            Injected::RateLimitedBare => "rate_limited_without_retry_after",
+            Injected::ServerError => "server_error",
+            Injected::Stall => "stall",
+            Injected::Reset => "reset_mid_body",
+        }
+    }
+}
+
+/// Random faults: `per_mille` of the requests the rate limits let through fail, each with one
+/// of `kinds` drawn evenly, from a generator seeded with `seed` (one seed, one sequence).
+#[derive(Clone, Debug)]
+pub struct Injection {
+    pub per_mille: u32,
+    pub kinds: Vec<Injected>,
+    pub stall: Duration,
+    pub seed: u64,
 }
 
 /// A request the fake received.
@@ -107,7 +159,11 @@ struct Counted {
 
 #[derive(Debug)]
 struct Fake {
-    key: String,
+    key: Mutex<String>,
+    /// Random faults, with their generator, while injecting.
+    injection: Mutex<Option<(Injection, StdRng)>>,
+    /// Random faults answered, by kind.
+    injected: Mutex<BTreeMap<Injected, u64>>,
     objects: Mutex<Objects>,
     /// Faults to answer, by a fragment of the path they apply to, in order.
     faults: Mutex<Vec<(String, VecDeque<Fault>)>>,
@@ -140,7 +196,9 @@ impl FakeStripe {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let fake = Arc::new(Fake {
-            key: key.to_owned(),
+            key: Mutex::new(key.to_owned()),
+            injection: Mutex::default(),
+            injected: Mutex::default(),
             objects: Mutex::default(),
             faults: Mutex::default(),
             latency: Mutex::new(Duration::ZERO),
@@ -259,6 +317,33 @@ impl FakeStripe {
     pub fn fail_next(&self, path_fragment: &str, faults: Vec<Fault>) {
         if let Ok(mut all) = self.fake.faults.lock() {
             all.push((path_fragment.to_owned(), faults.into()));
+        }
+    }
+
+    /// Fails requests at random from now on, as `injection` says (`None`: no more).
+    pub fn inject(&self, injection: Option<Injection>) {
+        if let Ok(mut current) = self.fake.injection.lock() {
+            *current = injection.map(|injection| {
+                let rng = StdRng::seed_from_u64(injection.seed);
+                (injection, rng)
+            });
+        }
+    }
+
+    /// Random faults answered so far, by kind (every kind, zero included).
+    pub fn injected(&self) -> BTreeMap<&'static str, u64> {
+        let counted = self.fake.injected.lock().map(|c| c.clone()).unwrap_or_default();
+        Injected::ALL
+            .iter()
+            .map(|kind| (kind.name(), counted.get(kind).copied().unwrap_or(0)))
+            .collect()
+    }
+
+    /// Refuses the key accepted so far (401 for every request), as when it is revoked; `key`
+    /// is accepted instead (the key settle will be given once it is fixed).
+    pub fn revoke_key(&self, key: &str) {
+        if let Ok(mut accepted) = self.fake.key.lock() {
+            *accepted = key.to_owned();
         }
     }
 
@@ -399,6 +484,43 @@ async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Opt
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    if let Some((kind, stall)) = draw(fake) {
+        if let Ok(mut injected) = fake.injected.lock() {
+            *injected.entry(kind).or_default() += 1;
+        }
+        match kind {
+            Injected::RateLimited => {
+                return Some(
+                    (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [(header::RETRY_AFTER, "1")],
+                        error_body("rate_limit", "Too many requests hit the API too quickly."),
+                    )
+                        .into_response(),
+                );
+            }
+            Injected::RateLimitedBare => {
+                return Some(
+                    (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        error_body("rate_limit", "Too many requests hit the API too quickly."),
+                    )
+                        .into_response(),
+                );
+            }
+            Injected::ServerError => {
+                return Some(
+                    (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        error_body("api_error", "Something went wrong on Stripe's end."),
+                    )
+                        .into_response(),
+                );
+            }
+            Injected::Stall => tokio::time::sleep(stall).await,
+            Injected::Reset => return Some(reset_mid_body()),
+        }
+    }
     let fault = fake.faults.lock().ok().and_then(|mut faults| {
         faults
             .iter_mut()
@@ -429,10 +551,40 @@ async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Opt
         Some(Fault::Unauthorized) => return Some(unauthorized()),
         Some(Fault::Pass) | None => {}
     }
+    let accepted = fake.key.lock().map(|k| k.clone()).unwrap_or_default();
     let authorised = header_text("authorization")
         .and_then(|value| value.strip_prefix("Bearer ").map(str::to_owned))
-        .is_some_and(|key| key == fake.key);
+        .is_some_and(|key| key == accepted);
     (!authorised).then(unauthorized)
+}
+
+/// A random fault for this request, if one is drawn, with how long a stall lasts.
+fn draw(fake: &Fake) -> Option<(Injected, Duration)> {
+    let mut injection = fake.injection.lock().ok()?;
+    let (injection, rng) = injection.as_mut()?;
+    if injection.kinds.is_empty() || rng.random_range(0..1_000) >= injection.per_mille {
+        return None;
+    }
+    let kind = injection.kinds[rng.random_range(0..injection.kinds.len())];
+    Some((kind, injection.stall))
+}
+
+/// A 200 whose body stops after its first bytes: the connection is dropped mid-body, as when a
+/// proxy or the network resets it.
+fn reset_mid_body() -> Response {
+    let cut = futures::stream::iter([
+        Ok(Bytes::from_static(b"{\n  \"id\": \"txn_")),
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset mid-body",
+        )),
+    ]);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(cut),
+    )
+        .into_response()
 }
 
 /// Counts a request against the enforced limits (in whole seconds of the wall clock): whether

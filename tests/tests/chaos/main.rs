@@ -13,6 +13,7 @@ mod failover;
 mod hostile;
 mod kill;
 mod poison;
+mod provider_faults;
 mod restart;
 mod slow;
 mod storm;

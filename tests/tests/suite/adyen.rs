@@ -557,16 +557,7 @@ async fn bad_reports_post_nothing_and_transient_failures_retry(backend: Backend)
         reports.put(file, body.clone().into_bytes());
         announce(&app, &reports, file).await;
     }
-    // Refused credentials, a report that is not there, a host that is not allowed.
-    reports.put("settlement_detail_report_batch_94.csv", seven.clone());
-    reports.fault(
-        "settlement_detail_report_batch_94.csv",
-        Fault::Status {
-            status: 401,
-            times: 100,
-        },
-    );
-    announce(&app, &reports, "settlement_detail_report_batch_94.csv").await;
+    // A report that is not there, a host that is not allowed.
     announce(&app, &reports, "settlement_detail_report_batch_95.csv").await;
     let elsewhere = report_available(
         "settlement_detail_report_batch_96.csv",
@@ -591,9 +582,9 @@ async fn bad_reports_post_nothing_and_transient_failures_retry(backend: Backend)
     )
     .await;
     app.wait_for(
-        "five dead letters",
+        "four dead letters",
         60,
-        "SELECT count(*) >= 5 FROM dead_letters",
+        "SELECT count(*) >= 4 FROM dead_letters",
     )
     .await;
     let codes = app
@@ -604,7 +595,6 @@ async fn bad_reports_post_nothing_and_transient_failures_retry(backend: Backend)
         [
             "provider_facts",
             "provider_facts",
-            "provider_auth",
             "provider_not_found",
             "provider_facts"
         ]
@@ -621,6 +611,51 @@ async fn bad_reports_post_nothing_and_transient_failures_retry(backend: Backend)
             .any(|f| f.ends_with("batch_96.csv")),
         "nothing is asked of a host that is not allowed"
     );
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
+
+/// The report server refuses the credentials (401): settle pauses the source rather than
+/// dead-letter every report, the refused download recorded as the report's attempt; resumed
+/// once the credentials are fixed, the report posts.
+#[tokio::test]
+async fn a_refused_report_download_pauses_the_source_until_it_is_resumed() {
+    let (app, reports) = app(Backend::Postgres).await;
+    let file = "settlement_detail_report_batch_8.csv";
+    reports.put(file, fixture(file));
+    reports.fault(
+        file,
+        Fault::Status {
+            status: 401,
+            times: 1,
+        },
+    );
+    announce(&app, &reports, file).await;
+    app.wait_for(
+        "the source paused by settle",
+        30,
+        "SELECT count(*) = 1 FROM source_pauses WHERE source = 'adyen' AND resumed_at IS NULL
+           AND paused_by = 'settle' AND pause_reason LIKE 'provider_auth: %HTTP 401%'",
+    )
+    .await;
+    let report = format!("REPORT_AVAILABLE:{MERCHANT}:{file}");
+    assert_eq!(app.event_state(&report).await, ("recorded".into(), None));
+    assert_eq!(app.count("dead_letters").await, 0);
+    assert_eq!(report_entries(&app).await, 0);
+    let (status, body) = app
+        .api_post(
+            "/api/sources/adyen/resume",
+            Some(tests::app::OPS_TOKEN),
+            serde_json::json!({"reason": "report user's password fixed"}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["jobs_released"].as_u64()),
+        (200, Some(1)),
+        "{body}"
+    );
+    app.wait_settled(60).await;
+    assert_eq!(app.event_state(&report).await, ("posted".into(), None));
+    assert_eq!(report_entries(&app).await, 2);
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }
 

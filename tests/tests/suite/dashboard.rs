@@ -77,9 +77,7 @@ impl Browser {
         for _ in 0..20 {
             let element = match self.client.find(Locator::Css(selector)).await {
                 Ok(element) => element,
-                Err(fantoccini::error::CmdError::Standard(error))
-                    if error.error == fantoccini::error::ErrorStatus::NoSuchElement =>
-                {
+                Err(error) if between_pages(&error) => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -87,9 +85,7 @@ impl Browser {
             };
             match element.text().await {
                 Ok(text) => return text,
-                Err(fantoccini::error::CmdError::Standard(error))
-                    if error.error == fantoccini::error::ErrorStatus::StaleElementReference =>
-                {
+                Err(error) if between_pages(&error) => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(error) => panic!("text of {selector}: {error}"),
@@ -116,8 +112,7 @@ impl Browser {
                         break;
                     }
                 }
-                Err(fantoccini::error::CmdError::Standard(error))
-                    if error.error == fantoccini::error::ErrorStatus::NoSuchElement => {}
+                Err(error) if between_pages(&error) => {}
                 Err(error) => panic!("find {selector}: {error}"),
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -170,6 +165,24 @@ impl Browser {
         assert_eq!(cookie.http_only(), Some(true), "HttpOnly");
         assert_eq!(cookie.secure(), Some(true), "Secure");
         format!("settle_session={}", cookie.value())
+    }
+}
+
+/// Whether a WebDriver error means the element was looked for while the page was being replaced:
+/// not there yet, gone stale, or (Chromium's own wording for a node of the page being unloaded)
+/// "does not belong to the document".
+fn between_pages(error: &fantoccini::error::CmdError) -> bool {
+    use fantoccini::error::{CmdError, ErrorStatus};
+    match error {
+        CmdError::Standard(error) => match error.error {
+            ErrorStatus::NoSuchElement | ErrorStatus::StaleElementReference => true,
+            ErrorStatus::UnknownError => {
+                error.message.contains("does not belong to the document")
+                    || error.message.contains("No node with given id")
+            }
+            _ => false,
+        },
+        _ => false,
     }
 }
 

@@ -20,25 +20,6 @@ async fn posted(app: &TestApp, prefix: &str) -> i64 {
     .await
 }
 
-/// The metrics page's `series` once it reads `value` (the store's gauges are read at most every
-/// few seconds), or the last reading after fifteen seconds; `None` while the series is absent.
-async fn metric_becoming(app: &TestApp, series: &str, value: f64) -> Option<f64> {
-    let mut seen = None;
-    for _ in 0..30 {
-        seen = app.metrics_page().await.lines().find_map(|line| {
-            line.strip_prefix(series)?
-                .strip_prefix(' ')?
-                .parse::<f64>()
-                .ok()
-        });
-        if seen == Some(value) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    seen
-}
-
 async fn a_paused_source_records_and_acknowledges_and_drains_on_resume(backend: Backend) {
     let app = spawn(AppOptions::on(backend)).await;
     let pause = |token: &'static str, source: &'static str, reason: &'static str| {
@@ -117,7 +98,8 @@ async fn a_paused_source_records_and_acknowledges_and_drains_on_resume(backend: 
     );
     assert_eq!(app.count("journal_entries").await, 1, "the other source's");
     assert_eq!(
-        metric_becoming(&app, "settle_source_paused{source=\"std\"}", 1.0).await,
+        app.metric_becoming("settle_source_paused{source=\"std\"}", 1.0)
+            .await,
         Some(1.0)
     );
     let (_, sources) = app.api_get("/api/sources", Some(FINANCE_TOKEN)).await;
@@ -172,7 +154,8 @@ async fn a_paused_source_records_and_acknowledges_and_drains_on_resume(backend: 
         "the pause's audit trail"
     );
     assert_eq!(
-        metric_becoming(&app, "settle_source_paused{source=\"std\"}", 0.0).await,
+        app.metric_becoming("settle_source_paused{source=\"std\"}", 0.0)
+            .await,
         Some(0.0)
     );
     // A pause is only ever resumed, once; never rewritten or deleted.

@@ -179,10 +179,10 @@ async fn postings_never_scan_the_tables_a_drain_grows() {
     );
 }
 
-/// Provider budgets are shared by the worker processes alive: the store counts those of the
-/// queue seen within the window (at least one, the caller).
+/// Provider budgets are shared by the worker processes alive: the caller, registered or not,
+/// and the other workers of the queue seen within the window.
 #[tokio::test]
-async fn the_fleet_size_is_the_workers_seen_within_the_window() {
+async fn the_fleet_size_is_the_caller_and_the_workers_seen_within_the_window() {
     let db = TestDb::create().await;
     let store = ledger::Store::connect(&db.url, &ledger::StoreOptions::default())
         .await
@@ -190,7 +190,7 @@ async fn the_fleet_size_is_the_workers_seen_within_the_window() {
     store.migrate().await.expect("migrate");
     let window = std::time::Duration::from_secs(10);
     assert_eq!(
-        store.live_workers(window).await.expect("count"),
+        store.live_workers(window, "me-").await.expect("count"),
         1,
         "none yet: the caller"
     );
@@ -200,15 +200,17 @@ async fn the_fleet_size_is_the_workers_seen_within_the_window() {
              ('a', 'settle::PostSettlement', 'PgStorage', now()),
              ('b', 'settle::PostSettlement', 'PgStorage', now() - interval '2 seconds'),
              ('c', 'settle::PostSettlement', 'PgStorage', now() - interval '1 minute'),
-             ('d', 'other::Queue', 'PgStorage', now())",
+             ('d', 'other::Queue', 'PgStorage', now()),
+             ('me-0', 'settle::PostSettlement', 'PgStorage', now() - interval '1 minute'),
+             ('me-1', 'settle::PostSettlement', 'PgStorage', now())",
     )
     .execute(&pool)
     .await
     .expect("workers");
     assert_eq!(
-        store.live_workers(window).await.expect("count"),
-        2,
-        "a and b: c's heartbeat lapsed, d is another queue's"
+        store.live_workers(window, "me-").await.expect("count"),
+        3,
+        "the caller once (me-0 and me-1 are its own workers), a and b: c's heartbeat lapsed, d is another queue's"
     );
     store.close().await;
 }

@@ -19,7 +19,8 @@ tests::on_both_backends!(
     a_payout_listed_over_several_pages_reconciles_to_zero,
     a_failed_payout_posts_its_failure_and_reads_reversed,
     connected_accounts_and_the_other_mode_never_touch_the_platforms_books,
-    transient_api_failures_retry_and_a_refused_key_dead_letters_once,
+    transient_api_failures_retry_and_a_missing_object_dead_letters_once,
+    a_refused_key_pauses_the_source_until_it_is_resumed,
     inconsistent_facts_dead_letter_and_nothing_of_the_event_is_posted,
     money_posted_before_movements_were_fetched_is_not_posted_again,
 );
@@ -581,7 +582,7 @@ async fn connected_accounts_and_the_other_mode_never_touch_the_platforms_books(b
     assert!(app.failed_invariants().await.is_empty());
 }
 
-async fn transient_api_failures_retry_and_a_refused_key_dead_letters_once(backend: Backend) {
+async fn transient_api_failures_retry_and_a_missing_object_dead_letters_once(backend: Backend) {
     let app = app(backend).await;
     let fake = &app.stripe;
     fake.synthesize_charges(false);
@@ -606,12 +607,10 @@ async fn transient_api_failures_retry_and_a_refused_key_dead_letters_once(backen
     fake.fail_next("txn_500", vec![Fault::ServerError]);
     // Past the source's 2 s request timeout.
     fake.fail_next("txn_slow", vec![Fault::Stall(Duration::from_secs(4))]);
-    fake.fail_next("txn_401", vec![Fault::Unauthorized]);
     for (event_id, txn, charge_id) in [
         ("evt_429", "txn_429", "ch_429"),
         ("evt_500", "txn_500", "ch_500"),
         ("evt_slow", "txn_slow", "ch_slow"),
-        ("evt_401", "txn_401", "ch_401"),
         ("evt_404", "txn_missing", "ch_404"),
     ] {
         recorded(
@@ -663,18 +662,79 @@ async fn transient_api_failures_retry_and_a_refused_key_dead_letters_once(backen
         .await;
     assert_eq!(gap_ok, 2, "each retry waited for Retry-After");
     assert_eq!(
-        app.event_state("evt_401").await,
-        ("abandoned".into(), Some("provider_auth".into()))
-    );
-    assert_eq!(
         app.event_state("evt_404").await,
         ("abandoned".into(), Some("provider_not_found".into()))
     );
     assert_eq!(
-        app.scalar("SELECT count(*) FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id WHERE e.external_id = 'evt_401'")
+        app.scalar("SELECT count(*) FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id WHERE e.external_id = 'evt_404'")
             .await,
         1,
-        "a refused key is not retried"
+        "a missing object is not retried"
+    );
+    assert!(
+        app.metrics_page().await.contains(r#"settle_provider_requests_total{provider="stripe",source="stripe",endpoint="balance_transaction",status="429"}"#)
+    );
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+/// Stripe refuses the key (401): every event of the source would fail the same way, so settle
+/// pauses the source. The event that met the refusal waits with its attempt recorded, one
+/// delivered meanwhile starts no attempt, nothing is dead-lettered; the overview, a gauge and
+/// the alert's counter say so. Resumed with the key still refused, the source pauses again;
+/// resumed once it is fixed, both post. On an event's last allowed attempt the refusal
+/// dead-letters it instead, shown on the overview with the requeue to run.
+async fn a_refused_key_pauses_the_source_until_it_is_resumed(backend: Backend) {
+    let app = app(backend).await;
+    let fake = &app.stripe;
+    fake.synthesize_charges(false);
+    fake.add_transaction(None, Txn::charge("txn_401", "ch_401", 1_000, 59));
+    fake.add_transaction(None, Txn::charge("txn_later", "ch_later", 2_000, 88));
+    fake.fail_next("txn_401", vec![Fault::Unauthorized]);
+    recorded(
+        &app,
+        &event(
+            "evt_401",
+            "charge.succeeded",
+            charge("ch_401", Some("txn_401"), 1_000, "usd"),
+        ),
+    )
+    .await;
+    app.wait_for(
+        "the source paused by settle",
+        30,
+        "SELECT count(*) = 1 FROM source_pauses WHERE source = 'stripe' AND resumed_at IS NULL
+           AND paused_by = 'settle' AND pause_reason LIKE 'provider_auth: %HTTP 401%'",
+    )
+    .await;
+    // The refused attempt is recorded; the event waits, in no dead letter.
+    app.wait_for(
+        "the refused attempt recorded",
+        30,
+        "SELECT count(*) = 1 FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id
+           WHERE e.external_id = 'evt_401' AND a.error_code = 'provider_auth' AND a.finished_at IS NOT NULL",
+    )
+    .await;
+    recorded(
+        &app,
+        &event(
+            "evt_later",
+            "charge.succeeded",
+            charge("ch_later", Some("txn_later"), 2_000, "usd"),
+        ),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(app.event_state("evt_401").await, ("recorded".into(), None));
+    assert_eq!(
+        app.event_state("evt_later").await,
+        ("recorded".into(), None)
+    );
+    assert_eq!(app.count("dead_letters").await, 0, "nothing dead-lettered");
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id WHERE e.external_id = 'evt_later'")
+            .await,
+        0,
+        "an event of the paused source starts no attempt"
     );
     assert!(
         app.metric("settle_provider_auth_failures_total{source=\"stripe\"}")
@@ -682,21 +742,109 @@ async fn transient_api_failures_retry_and_a_refused_key_dead_letters_once(backen
             >= 1.0
     );
     assert_eq!(
-        app.metric("settle_dead_letters_open_provider_auth{source=\"stripe\"}")
+        app.metric_becoming("settle_source_paused_provider_auth{source=\"stripe\"}", 1.0)
+            .await,
+        Some(1.0),
+        "visible as a gauge"
+    );
+    let overview = app.dashboard_page("/dashboard").await;
+    assert!(
+        overview.contains("id=\"paused-stripe\"") && overview.contains("provider_auth: "),
+        "and on the dashboard: {overview}"
+    );
+
+    // Resumed with the key still refused: paused again at the first attempt.
+    fake.fail_next("txn_", vec![Fault::Unauthorized]);
+    let resume = || async {
+        app.api_post(
+            "/api/sources/stripe/resume",
+            Some(OPS_TOKEN),
+            json!({"reason": "key fixed"}),
+        )
+        .await
+    };
+    let (status, body) = resume().await;
+    assert_eq!(
+        (status, body["changed"].as_bool()),
+        (200, Some(true)),
+        "{body}"
+    );
+    app.wait_for(
+        "the source paused again",
+        30,
+        "SELECT count(*) = 2 FROM source_pauses WHERE source = 'stripe' AND paused_by = 'settle'
+           AND (SELECT count(*) FROM source_pauses WHERE resumed_at IS NULL) = 1",
+    )
+    .await;
+    app.wait_for(
+        "the refused attempts recorded",
+        30,
+        "SELECT count(*) = 0 FROM job_attempts WHERE finished_at IS NULL",
+    )
+    .await;
+    assert_eq!(
+        app.count("dead_letters").await,
+        0,
+        "still nothing dead-lettered"
+    );
+
+    // The key fixed: resumed, both post.
+    let (status, body) = resume().await;
+    assert_eq!(
+        (status, body["changed"].as_bool()),
+        (200, Some(true)),
+        "{body}"
+    );
+    app.wait_settled(30).await;
+    assert_eq!(app.event_state("evt_401").await, ("posted".into(), None));
+    assert_eq!(app.event_state("evt_later").await, ("posted".into(), None));
+    assert_eq!(entries_of(&app, "txn_401").await, 1);
+    assert_eq!(entries_of(&app, "txn_later").await, 1);
+    assert_eq!(
+        app.metric_becoming("settle_source_paused_provider_auth{source=\"stripe\"}", 0.0)
+            .await,
+        Some(0.0),
+        "the gauge falls back once resumed"
+    );
+    assert!(app.failed_invariants().await.is_empty());
+
+    // On the last allowed attempt, the refusal dead-letters the event instead.
+    let last = spawn(AppOptions {
+        workers: format!("{FAST_WORKERS}\nattempts_max = 1"),
+        ..AppOptions::on(backend)
+    })
+    .await;
+    last.stripe.synthesize_charges(false);
+    last.stripe
+        .add_transaction(None, Txn::charge("txn_last", "ch_last", 1_000, 59));
+    last.stripe.fail_next("txn_last", vec![Fault::Unauthorized]);
+    recorded(
+        &last,
+        &event(
+            "evt_last",
+            "charge.succeeded",
+            charge("ch_last", Some("txn_last"), 1_000, "usd"),
+        ),
+    )
+    .await;
+    last.wait_settled(30).await;
+    assert_eq!(
+        last.event_state("evt_last").await,
+        ("abandoned".into(), Some("provider_auth".into()))
+    );
+    assert_eq!(last.count("source_pauses").await, 0, "not paused");
+    assert_eq!(
+        last.metric("settle_dead_letters_open_provider_auth{source=\"stripe\"}")
             .await,
         1.0,
         "visible as a gauge"
     );
-    let overview = app.dashboard_page("/dashboard").await;
+    let overview = last.dashboard_page("/dashboard").await;
     assert!(
         overview.contains("id=\"provider-auth\"")
             && overview.contains("--error-code provider_auth"),
         "and on the dashboard: {overview}"
     );
-    assert!(
-        app.metrics_page().await.contains(r#"settle_provider_requests_total{provider="stripe",source="stripe",endpoint="balance_transaction",status="429"}"#)
-    );
-    assert!(app.failed_invariants().await.is_empty());
 }
 
 async fn inconsistent_facts_dead_letter_and_nothing_of_the_event_is_posted(backend: Backend) {

@@ -24,7 +24,7 @@ tests::on_both_backends!(
     a_worker_that_starts_sweeps_at_once,
     each_category_books_to_its_account_and_what_settle_cannot_place_to_suspense,
     a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complete,
-    a_refused_key_stops_the_feed_with_one_dead_letter_until_it_is_requeued,
+    a_refused_key_pauses_the_feed_until_the_source_is_resumed,
 );
 
 const SOURCE: &str = "stripe-feed";
@@ -987,30 +987,25 @@ async fn unexplained(app: &TestApp, currency: &str) -> Option<String> {
     })
 }
 
-/// Stripe refuses the key (401) when the feed lists: its window goes to the dead letter once, as
-/// `provider_auth`, and the feed stops there. Webhooks keep arriving and are recorded, but no
-/// window opens (every second, it would) and no second dead letter is written; the key fixed,
-/// one requeue by error code lets the feed go on, and what arrived meanwhile is booked.
-async fn a_refused_key_stops_the_feed_with_one_dead_letter_until_it_is_requeued(backend: Backend) {
+/// Stripe refuses the key (401) when the feed lists: settle pauses the source, and its window
+/// waits with the refused attempt recorded. Webhooks keep arriving and are recorded, but no
+/// window opens (every second, it would) and nothing is dead-lettered; the key fixed, resuming
+/// the source lets the feed go on, and what arrived meanwhile is booked.
+async fn a_refused_key_pauses_the_feed_until_the_source_is_resumed(backend: Backend) {
     let fake = fake().await;
     fake.fail_next("/v1/balance_transactions", vec![Fault::Unauthorized]);
     let app = spawn(options(backend, &fake, 1)).await;
     let first = ledger::feed::Window::external_id(1);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let abandoned = format!(
-        "SELECT count(*) FROM settlement_events WHERE external_id = '{first}' AND status = 'abandoned'"
-    );
-    while app.scalar(&abandoned).await == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the window was not dead-lettered"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(
-        app.event_state(&first).await,
-        ("abandoned".into(), Some("provider_auth".into()))
-    );
+    app.wait_for(
+        "the source paused by settle",
+        30,
+        &format!(
+            "SELECT count(*) = 1 FROM source_pauses WHERE source = '{SOURCE}' AND resumed_at IS NULL
+               AND paused_by = 'settle' AND pause_reason LIKE 'provider_auth: %'"
+        ),
+    )
+    .await;
+    assert_eq!(app.event_state(&first).await, ("recorded".into(), None));
 
     fake.add_transaction(
         None,
@@ -1032,19 +1027,25 @@ async fn a_refused_key_stops_the_feed_with_one_dead_letter_until_it_is_requeued(
         ))
         .await,
         1,
-        "the feed waits on its dead-lettered window"
+        "the feed waits on its paused window"
     );
+    assert_eq!(app.count("dead_letters").await, 0, "nothing dead-lettered");
     assert_eq!(
-        app.count("dead_letters").await,
-        1,
-        "one dead letter, not one per event"
-    );
-    assert_eq!(
-        app.metric(&format!(
-            "settle_dead_letters_open_provider_auth{{source=\"{SOURCE}\"}}"
+        app.scalar(&format!(
+            "SELECT count(*) FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id
+             WHERE e.external_id = '{first}' AND a.error_code = 'provider_auth'"
         ))
         .await,
-        1.0
+        1,
+        "the refused listing is recorded as the window's attempt"
+    );
+    assert_eq!(
+        app.metric_becoming(
+            &format!("settle_source_paused_provider_auth{{source=\"{SOURCE}\"}}"),
+            1.0
+        )
+        .await,
+        Some(1.0)
     );
     assert_eq!(
         app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id = 'txn_k'")
@@ -1060,20 +1061,12 @@ async fn a_refused_key_stops_the_feed_with_one_dead_letter_until_it_is_requeued(
     let (ok, output) = run_settle(
         &config,
         &app.database_url(),
-        &[
-            "dead-letters",
-            "requeue",
-            "--source",
-            SOURCE,
-            "--error-code",
-            "provider_auth",
-            "--reason",
-            "key fixed",
-        ],
+        &["sources", "resume", SOURCE, "--reason", "key fixed"],
     )
     .await;
     assert!(ok, "{output}");
     wait_entries(&app, &["txn_k"]).await;
     assert_eq!(app.event_state(&first).await, ("posted".into(), None));
+    assert_eq!(app.count("dead_letters").await, 0);
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }

@@ -19,16 +19,19 @@ impl PgStore {
     pub(in crate::store) async fn live_workers(
         &self,
         window: std::time::Duration,
+        own_prefix: &str,
     ) -> Result<u32, StoreError> {
-        let count: i64 = sqlx::query_scalar(
+        let others: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM apalis.workers
-             WHERE worker_type = $1 AND last_seen > now() - $2 * interval '1 millisecond'",
+             WHERE worker_type = $1 AND last_seen > now() - $2 * interval '1 millisecond'
+               AND NOT starts_with(id, $3)",
         )
         .bind(crate::job::POST_SETTLEMENT_QUEUE)
         .bind(i64::try_from(window.as_millis()).unwrap_or(i64::MAX))
+        .bind(own_prefix)
         .fetch_one(&self.pool)
         .await?;
-        Ok(u32::try_from(count).unwrap_or(u32::MAX).max(1))
+        Ok(u32::try_from(others).unwrap_or(u32::MAX).saturating_add(1))
     }
 
     /// The source and stored facts of each event (`None` for an event recorded invalid).

@@ -6,7 +6,7 @@
 //!   conflict's repeats, and reads nothing else;
 //! - `settle_worker` posts: it reads everything but dashboard sessions, moves events, jobs,
 //!   attempts, dead letters and feed cursors, and inserts journal entries, their lines, payout
-//!   items, audit rows and payload erasures;
+//!   items, audit rows, payload erasures and the pause of a source whose provider refused its key;
 //! - `settle_console` serves operators: it reads everything, keeps dashboard sessions, decides
 //!   (events, conflicts, dead letters, jobs, pauses), corrects (new entries) and backfills.
 //!
@@ -61,6 +61,8 @@ const GRANTS: &[&str] = &[
          feed_cursors TO settle_worker",
     "GRANT INSERT ON journal_entries, journal_lines, payout_items, audit_log, payload_erasures
          TO settle_worker",
+    // A worker pauses a source whose provider refused its key (resuming is the console's).
+    "GRANT INSERT ON source_pauses TO settle_worker",
     // The console keeps sessions, decides, corrects and backfills.
     "GRANT INSERT, UPDATE, DELETE ON dashboard_sessions TO settle_console",
     "GRANT INSERT, UPDATE, DELETE ON apalis.jobs TO settle_console",
