@@ -37,6 +37,11 @@ pub enum StoreError {
     /// nothing is known to have been written, and trying again is safe.
     #[error("interrupted: {0}")]
     Interrupted(&'static str),
+    /// Another transaction posted (or tied) one of the movements a transaction was posting while
+    /// it ran: nothing of it was kept, and posting again compares the other transaction's facts
+    /// before anything is written.
+    #[error("a movement was posted by another transaction meanwhile")]
+    Raced,
     /// A LISTEN did not hear its own NOTIFY: the connection does not keep session state (a
     /// transaction-mode pooler).
     #[error("LISTEN/NOTIFY did not round-trip on this connection")]
@@ -55,7 +60,10 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            StoreError::Unavailable(_) | StoreError::Interrupted(_) | StoreError::ReadOnly
+            StoreError::Unavailable(_)
+                | StoreError::Interrupted(_)
+                | StoreError::Raced
+                | StoreError::ReadOnly
         )
     }
 

@@ -13,11 +13,6 @@ use crate::record::EventStatus;
 use crate::resolved::{MovementEntry, Resolved};
 use crate::trigger::Trigger;
 
-/// Another transaction posted (or tied) one of a group's movements while it ran: the group is
-/// not kept, and its jobs are posted again, where the other transaction's facts are compared
-/// before anything is written.
-pub(crate) const RACED: &str = "a movement was posted by another transaction meanwhile";
-
 /// One job's resolved movements to post.
 #[derive(Clone, Copy, Debug)]
 pub struct ResolvedPost<'a> {

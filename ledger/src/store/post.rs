@@ -18,7 +18,7 @@ use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::failures::FailureRows;
 use crate::store::movements::{
-    Existing, Plan, RACED, ResolvedPost, alias_legacy, lookup_keys, paid_out_by, plan,
+    Existing, Plan, ResolvedPost, alias_legacy, lookup_keys, paid_out_by, plan,
 };
 use crate::store::prepare::{EventRow, Prepared, Ready, prepare};
 
@@ -389,12 +389,12 @@ pub(super) async fn post_resolved<B: PostingRows>(
 ) -> Result<Posted, PostError> {
     for _ in 0..2 {
         match post_resolved_together(backend, std::slice::from_ref(post), lock_timeout_ms).await {
-            Err(PostError::Store(StoreError::Interrupted(RACED))) => continue,
+            Err(PostError::Store(StoreError::Raced)) => continue,
             Err(error) => return Err(error),
             Ok(mut results) => return results.pop().unwrap_or(Err(missing_event(post.job))),
         }
     }
-    Err(StoreError::Interrupted(RACED).into())
+    Err(StoreError::Raced.into())
 }
 
 /// [`post_resolved`] for several jobs in one transaction, each answered as if alone; if the
@@ -466,7 +466,7 @@ async fn post_resolved_together<B: PostingRows>(
     if written.len() != to_write.len() {
         // Another transaction posted one of these movements meanwhile: its facts must be
         // compared before anything is kept.
-        return Err(StoreError::Interrupted(RACED).into());
+        return Err(StoreError::Raced.into());
     }
     let mut entries: HashMap<&str, i64> = existing
         .iter()
@@ -506,7 +506,7 @@ async fn post_resolved_together<B: PostingRows>(
     ties.dedup_by_key(|t| t.entry_id);
     if !ties.is_empty() && B::tie_entries(&mut tx, &ties).await? > 0 {
         // Tied to another payout by another transaction meanwhile.
-        return Err(StoreError::Interrupted(RACED).into());
+        return Err(StoreError::Raced.into());
     }
     let posted = posted_move()?;
     if B::mark_posted(&mut tx, &marks, posted).await? != marks.len() as u64 {
