@@ -26,8 +26,9 @@ use crate::settings::WorkerSettings;
 use crate::wake::NotifyOrTick;
 
 /// A worker that ran at least this long before failing starts its restart backoff afresh.
-/// How long a worker not seen since still counts in the fleet that shares provider budgets.
-const BUDGET_WINDOW_MIN: Duration = Duration::from_secs(30);
+/// How long a worker not seen since still counts in the fleet that shares provider budgets:
+/// twice the longest lag of a busy worker's heartbeat seen on a loaded 2-core machine (5 s).
+const BUDGET_WINDOW_MIN: Duration = Duration::from_secs(10);
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
 const RESTART_BACKOFF_FIRST: Duration = Duration::from_millis(500);
 /// Who expires payloads, in the erasures' audit.
@@ -58,6 +59,23 @@ pub struct Workers {
     health: WorkerHealth,
     /// Expires payloads by this policy this often (none: payloads are never expired here).
     retention: Option<(RetentionPolicy, Duration)>,
+    current: CurrentWorker,
+}
+
+/// The name of this process' worker running now, if one is.
+#[derive(Clone, Debug, Default)]
+struct CurrentWorker(Arc<std::sync::Mutex<Option<String>>>);
+
+impl CurrentWorker {
+    fn set(&self, name: Option<&str>) {
+        if let Ok(mut current) = self.0.lock() {
+            *current = name.map(str::to_owned);
+        }
+    }
+
+    fn get(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|current| current.clone())
+    }
 }
 
 /// Whether this process' worker is running right now (for `/readyz`).
@@ -95,6 +113,7 @@ impl Workers {
             runner,
             resolvers,
             health: WorkerHealth::default(),
+            current: CurrentWorker::default(),
             retention: None,
         })
     }
@@ -149,6 +168,7 @@ impl Workers {
                 self.store.clone(),
                 self.resolvers.clone(),
                 self.settings.clone(),
+                self.current.clone(),
                 shutdown.clone(),
             ));
         }
@@ -167,7 +187,9 @@ impl Workers {
             let started = Instant::now();
             info!(worker = %name, concurrency = self.settings.concurrency, "worker starting");
             self.health.set(true);
+            self.current.set(Some(&name));
             let result = self.run_worker(&name, shutdown).await;
+            self.current.set(None);
             self.health.set(false);
             match result {
                 Ok(()) if shutdown.is_cancelled() => break,
@@ -365,14 +387,16 @@ async fn prune_loop(
 
 /// Keeps each provider budget's share in step with the fleet: every heartbeat, the worker
 /// processes alive split each source's requests per second. A process counts itself, and every
-/// other worker seen within [`BUDGET_WINDOW_MIN`] or the rescue window, whichever is longer: a
-/// busy worker's heartbeat can lag seconds behind (it is written between fetches), and a worker
-/// missed makes every other one spend more than its share, past the provider's limit, while a
-/// dead one still counted only makes the fleet spend less for a while.
+/// other worker seen within [`BUDGET_WINDOW_MIN`] or the rescue window, whichever is longer; it
+/// also marks its current worker seen, from this task of its own: the queue's heartbeat of a
+/// busy worker can lag seconds behind, and a worker missed makes every other one spend more
+/// than its share, past the provider's limit, while a dead one still counted only makes the
+/// fleet spend less for a while.
 async fn budget_loop(
     store: Store,
     resolvers: Resolvers,
     settings: WorkerSettings,
+    current: CurrentWorker,
     shutdown: CancellationToken,
 ) {
     let heartbeat = Duration::from_millis(settings.heartbeat_interval_ms);
@@ -383,6 +407,11 @@ async fn budget_loop(
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.cancelled() => return,
+        }
+        if let Some(name) = current.get()
+            && let Err(error) = store.keep_worker_alive(&name).await
+        {
+            warn!(%error, "marking this worker seen failed");
         }
         match store.live_workers(window, process_prefix()).await {
             Ok(workers) => resolvers

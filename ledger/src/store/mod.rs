@@ -596,6 +596,16 @@ impl Store {
         on_backend!(self, store => store.newest_delivery(source.as_str(), after).await)
     }
 
+    /// Marks the queue's worker `name` (this process' current one) as seen now, beside the
+    /// queue's own heartbeat, which a busy worker writes seconds late. SQLite has one process
+    /// and nothing to tell.
+    pub async fn keep_worker_alive(&self, name: &str) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Postgres(store) => store.keep_worker_alive(name).await,
+            Backend::Sqlite(_) => Ok(()),
+        }
+    }
+
     /// How many worker processes of the queue are alive: the caller, whose workers' names
     /// begin with `own_prefix` (counted once, registered yet or not), and every other worker
     /// seen within `window`. SQLite has one process.

@@ -29,7 +29,8 @@ const PAGE_LIMIT: &str = "100";
 /// Pages read from one listing at most (100,000 items): a listing longer than that is refused
 /// rather than read without end.
 const PAGES_MAX: usize = 1_000;
-/// How many times one page of a feed window is asked for before its error fails the window.
+/// How many times one page of a feed window, or a balance read, is asked for before its error
+/// is the caller's.
 const PAGE_TRIES: u32 = 5;
 /// The longest a page waits before it is asked again.
 const PAGE_RETRY_WAIT_MAX: Duration = Duration::from_secs(30);
@@ -253,20 +254,34 @@ impl StripeApi {
         if let Some(after) = after {
             query.push(("starting_after", after));
         }
+        let page: Page<BalanceTransaction> = self
+            .get_retrying(
+                "balance_transactions",
+                "/v1/balance_transactions",
+                &query,
+                account,
+                priority,
+            )
+            .await?;
+        Ok((page.data, page.has_more))
+    }
+
+    /// [`Self::get_as`], asked again when Stripe turns the request away for the moment (429,
+    /// 5xx, no answer in time), waiting its `Retry-After` or a growing pause, [`PAGE_TRIES`]
+    /// times in all before the error is the caller's.
+    async fn get_retrying<T: DeserializeOwned>(
+        &self,
+        endpoint: &'static str,
+        path: &str,
+        query: &[(&str, &str)],
+        account: Option<&str>,
+        priority: Priority,
+    ) -> Result<T, ProviderError> {
         let mut pause = Duration::from_millis(250);
         let mut tries = 1;
         loop {
-            match self
-                .get_as::<Page<BalanceTransaction>>(
-                    "balance_transactions",
-                    "/v1/balance_transactions",
-                    &query,
-                    account,
-                    priority,
-                )
-                .await
-            {
-                Ok(page) => return Ok((page.data, page.has_more)),
+            match self.get_as::<T>(endpoint, path, query, account, priority).await {
+                Ok(answer) => return Ok(answer),
                 Err(error) if error.is_transient() && tries < PAGE_TRIES => {
                     let wait = match &error {
                         ProviderError::Unavailable { retry_after_ms: Some(ms), .. }
@@ -275,7 +290,7 @@ impl StripeApi {
                         }
                         _ => pause,
                     };
-                    tracing::debug!(source = %self.source, %error, ?wait, "a listing page is asked again");
+                    tracing::debug!(source = %self.source, endpoint, %error, ?wait, "asked again");
                     tokio::time::sleep(wait.min(PAGE_RETRY_WAIT_MAX)).await;
                     pause = pause.saturating_mul(2);
                     tries += 1;
@@ -285,9 +300,12 @@ impl StripeApi {
         }
     }
 
-    /// `GET /v1/balance`: what Stripe holds for the account now.
+    /// `GET /v1/balance`: what Stripe holds for the account now, asked again as a listing page
+    /// is when Stripe turns it away for the moment (it is read once, by a command or an
+    /// opening, not by a job that retries).
     pub async fn balance(&self, account: Option<&str>) -> Result<Balance, ProviderError> {
-        self.get("balance", "/v1/balance", &[], account).await
+        self.get_retrying("balance", "/v1/balance", &[], account, Priority::Now)
+            .await
     }
 
     /// Reads a listing page after page (`starting_after` the last item) until `has_more` is
@@ -488,6 +506,35 @@ mod tests {
             connect_timeout_ms: 2_000,
             request_timeout_ms: 5_000,
         }
+    }
+
+    /// A balance is read once (by a command, or for an opening): a 500 and a 429 that Stripe
+    /// answers first are asked again; a refused key is not.
+    #[tokio::test]
+    async fn a_balance_read_is_asked_again_through_transient_failures() {
+        use crate::stripe::fake::{Fault, FakeStripe};
+        let fake = FakeStripe::start("rk_test_x").await.expect("fake");
+        fake.fail_next(
+            "/v1/balance",
+            vec![
+                Fault::ServerError,
+                Fault::RateLimited {
+                    retry_after_secs: 0,
+                },
+            ],
+        );
+        let api = StripeApi::new(
+            SourceName::parse("stripe").expect("name"),
+            ApiKey::new("rk_test_x"),
+            &settings(fake.url()),
+        )
+        .expect("client");
+        api.balance(None).await.expect("read on the third request");
+        assert_eq!(fake.requests(), 3);
+        fake.fail_next("/v1/balance", vec![Fault::Unauthorized]);
+        let error = api.balance(None).await.expect_err("a refused key");
+        assert!(matches!(error, ProviderError::Auth { status: 401 }), "{error:?}");
+        assert_eq!(fake.requests(), 4, "a refused key is not asked again");
     }
 
     #[tokio::test]

@@ -16,6 +16,17 @@ use crate::store::post::{Mark, Tie, source_of};
 use crate::store::{STATEMENT_BYTES_MAX, StoreError, split_by_bytes};
 
 impl PgStore {
+    pub(in crate::store) async fn keep_worker_alive(&self, name: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE apalis.workers SET last_seen = now() WHERE id = $1 AND worker_type = $2",
+        )
+        .bind(name)
+        .bind(crate::job::POST_SETTLEMENT_QUEUE)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     pub(in crate::store) async fn live_workers(
         &self,
         window: std::time::Duration,
