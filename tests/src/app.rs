@@ -597,6 +597,20 @@ impl TestApp {
         }
     }
 
+    /// Waits until settle itself has paused `source` (a key its provider refused), with a
+    /// reason `LIKE reason_like`, and the pause is in force.
+    pub async fn wait_paused_by_settle(&self, source: &str, reason_like: &str) {
+        self.wait_for(
+            "the source paused by settle",
+            30,
+            &format!(
+                "SELECT count(*) = 1 FROM source_pauses WHERE source = '{source}' AND resumed_at IS NULL
+                   AND paused_by = 'settle' AND pause_reason LIKE '{reason_like}'"
+            ),
+        )
+        .await;
+    }
+
     /// Waits until every event is out of `recorded` (posted, abandoned or discarded).
     pub async fn wait_settled(&self, timeout_secs: u64) {
         self.wait_for(

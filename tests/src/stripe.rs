@@ -51,6 +51,23 @@ pub struct Txn<'a> {
 }
 
 impl<'a> Txn<'a> {
+    /// A Stripe fee of `amount` (negative) in USD, named by no object: no webhook reports it.
+    pub fn stripe_fee(id: &'a str, amount: i64) -> Value {
+        let mut fee = Txn {
+            id,
+            category: "fee",
+            transaction_type: "stripe_fee",
+            amount,
+            fees: &[],
+            currency: "usd",
+            source: "",
+            exchange_rate: None,
+        }
+        .value();
+        fee["source"] = Value::Null;
+        fee
+    }
+
     /// A charge's balance transaction in USD with Stripe's fee.
     pub fn charge(id: &'a str, source: &'a str, amount: i64, fee: i64) -> Value {
         Txn {

@@ -471,14 +471,7 @@ async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Opt
     if over_limits(fake, path) {
         fake.rate_limited
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return Some(
-            (
-                StatusCode::TOO_MANY_REQUESTS,
-                [(header::RETRY_AFTER, "1".to_owned())],
-                error_body("rate_limit", "Too many requests hit the API too quickly."),
-            )
-                .into_response(),
-        );
+        return Some(rate_limited(Some(1)));
     }
     let latency = fake.latency.lock().map(|l| *l).unwrap_or_default();
     if !latency.is_zero() {
@@ -489,34 +482,9 @@ async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Opt
             *injected.entry(kind).or_default() += 1;
         }
         match kind {
-            Injected::RateLimited => {
-                return Some(
-                    (
-                        StatusCode::TOO_MANY_REQUESTS,
-                        [(header::RETRY_AFTER, "1")],
-                        error_body("rate_limit", "Too many requests hit the API too quickly."),
-                    )
-                        .into_response(),
-                );
-            }
-            Injected::RateLimitedBare => {
-                return Some(
-                    (
-                        StatusCode::TOO_MANY_REQUESTS,
-                        error_body("rate_limit", "Too many requests hit the API too quickly."),
-                    )
-                        .into_response(),
-                );
-            }
-            Injected::ServerError => {
-                return Some(
-                    (
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        error_body("api_error", "Something went wrong on Stripe's end."),
-                    )
-                        .into_response(),
-                );
-            }
+            Injected::RateLimited => return Some(rate_limited(Some(1))),
+            Injected::RateLimitedBare => return Some(rate_limited(None)),
+            Injected::ServerError => return Some(server_error()),
             Injected::Stall => tokio::time::sleep(stall).await,
             Injected::Reset => return Some(reset_mid_body()),
         }
@@ -529,24 +497,9 @@ async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Opt
     });
     match fault {
         Some(Fault::RateLimited { retry_after_secs }) => {
-            return Some(
-                (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    [(header::RETRY_AFTER, retry_after_secs.to_string())],
-                    error_body("rate_limit", "Too many requests hit the API too quickly."),
-                )
-                    .into_response(),
-            );
+            return Some(rate_limited(Some(retry_after_secs)));
         }
-        Some(Fault::ServerError) => {
-            return Some(
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    error_body("api_error", "Something went wrong on Stripe's end."),
-                )
-                    .into_response(),
-            );
-        }
+        Some(Fault::ServerError) => return Some(server_error()),
         Some(Fault::Stall(pause)) => tokio::time::sleep(pause).await,
         Some(Fault::Unauthorized) => return Some(unauthorized()),
         Some(Fault::Pass) | None => {}
@@ -621,6 +574,28 @@ fn over_limits(fake: &Fake, path: &str) -> bool {
     counted.total += 1;
     counted.endpoints.insert(endpoint, on_endpoint + 1);
     false
+}
+
+/// 429, with `Retry-After: secs` when given.
+fn rate_limited(retry_after_secs: Option<u64>) -> Response {
+    let body = error_body("rate_limit", "Too many requests hit the API too quickly.");
+    match retry_after_secs {
+        Some(secs) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, secs.to_string())],
+            body,
+        )
+            .into_response(),
+        None => (StatusCode::TOO_MANY_REQUESTS, body).into_response(),
+    }
+}
+
+fn server_error() -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        error_body("api_error", "Something went wrong on Stripe's end."),
+    )
+        .into_response()
 }
 
 fn unauthorized() -> Response {

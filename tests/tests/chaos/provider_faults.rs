@@ -236,20 +236,13 @@ async fn a_fleet_drains_through_a_misbehaving_stripe_with_workers_killed_and_boo
                 for i in batch * 50..((batch + 1) * 50).min(listed) {
                     let id = format!("txn_pl_{i}");
                     let mut transaction = match i % 10 {
-                        0..=7 => Txn::charge(&id, "", 500 + (i % 89) as i64 * 10, 45),
-                        _ => Txn {
-                            id: &id,
-                            category: "fee",
-                            transaction_type: "stripe_fee",
-                            amount: -25,
-                            fees: &[],
-                            currency: "usd",
-                            source: "",
-                            exchange_rate: None,
+                        0..=7 => {
+                            let mut charge = Txn::charge(&id, "", 500 + (i % 89) as i64 * 10, 45);
+                            charge["source"] = serde_json::Value::Null;
+                            charge
                         }
-                        .value(),
+                        _ => Txn::stripe_fee(&id, -25),
                     };
-                    transaction["source"] = serde_json::Value::Null;
                     transaction["created"] = json!(now);
                     feed.add_transaction(None, transaction);
                 }

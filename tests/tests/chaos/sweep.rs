@@ -38,21 +38,8 @@ fn transaction(i: usize, created: i64) -> serde_json::Value {
             exchange_rate: None,
         }
         .value(),
-        _ => Txn {
-            id: &id,
-            category: "fee",
-            transaction_type: "stripe_fee",
-            amount: -25,
-            fees: &[],
-            currency: "usd",
-            source: "",
-            exchange_rate: None,
-        }
-        .value(),
+        _ => Txn::stripe_fee(&id, -25),
     };
-    if i % 10 == 9 {
-        transaction["source"] = serde_json::Value::Null;
-    }
     transaction["created"] = json!(created);
     transaction
 }

@@ -630,13 +630,8 @@ async fn a_refused_report_download_pauses_the_source_until_it_is_resumed() {
         },
     );
     announce(&app, &reports, file).await;
-    app.wait_for(
-        "the source paused by settle",
-        30,
-        "SELECT count(*) = 1 FROM source_pauses WHERE source = 'adyen' AND resumed_at IS NULL
-           AND paused_by = 'settle' AND pause_reason LIKE 'provider_auth: %HTTP 401%'",
-    )
-    .await;
+    app.wait_paused_by_settle("adyen", "provider_auth: %HTTP 401%")
+        .await;
     let report = format!("REPORT_AVAILABLE:{MERCHANT}:{file}");
     assert_eq!(app.event_state(&report).await, ("recorded".into(), None));
     assert_eq!(app.count("dead_letters").await, 0);

@@ -699,13 +699,8 @@ async fn a_refused_key_pauses_the_source_until_it_is_resumed(backend: Backend) {
         ),
     )
     .await;
-    app.wait_for(
-        "the source paused by settle",
-        30,
-        "SELECT count(*) = 1 FROM source_pauses WHERE source = 'stripe' AND resumed_at IS NULL
-           AND paused_by = 'settle' AND pause_reason LIKE 'provider_auth: %HTTP 401%'",
-    )
-    .await;
+    app.wait_paused_by_settle("stripe", "provider_auth: %HTTP 401%")
+        .await;
     // The refused attempt is recorded; the event waits, in no dead letter.
     app.wait_for(
         "the refused attempt recorded",

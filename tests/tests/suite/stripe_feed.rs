@@ -996,15 +996,7 @@ async fn a_refused_key_pauses_the_feed_until_the_source_is_resumed(backend: Back
     fake.fail_next("/v1/balance_transactions", vec![Fault::Unauthorized]);
     let app = spawn(options(backend, &fake, 1)).await;
     let first = ledger::feed::Window::external_id(1);
-    app.wait_for(
-        "the source paused by settle",
-        30,
-        &format!(
-            "SELECT count(*) = 1 FROM source_pauses WHERE source = '{SOURCE}' AND resumed_at IS NULL
-               AND paused_by = 'settle' AND pause_reason LIKE 'provider_auth: %'"
-        ),
-    )
-    .await;
+    app.wait_paused_by_settle(SOURCE, "provider_auth: %").await;
     assert_eq!(app.event_state(&first).await, ("recorded".into(), None));
 
     fake.add_transaction(
