@@ -9,6 +9,11 @@
 //! requests as they arrive, and network jitter, the workers' clocks and the provider's own way of
 //! counting (a token bucket, a window per second) must never turn a budget kept to the letter
 //! into a 429.
+//!
+//! The budget also paces the source's jobs in the queue ([`Budget::job_turn`]): a process runs
+//! at most the jobs its share serves in [`JOBS_AHEAD`], and puts the others off, spaced at its
+//! share, so that a source's backlog waits in the queue rather than in the process' job slots,
+//! where it would stop every other source's jobs behind it.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -25,6 +30,12 @@ pub const SPENT_PERCENT: u64 = 90;
 
 /// How often a request for history looks again whether its turn has come.
 const HISTORY_POLL: Duration = Duration::from_millis(5);
+
+/// A process runs at once at most the jobs of a source its share serves in this long (a request
+/// each), and never fewer than [`JOBS_IN_FLIGHT_MIN`]: a job running waits about this long at
+/// most for its request's turn, and the process' other job slots stay free for other sources.
+pub const JOBS_AHEAD: Duration = Duration::from_secs(1);
+const JOBS_IN_FLIGHT_MIN: usize = 2;
 
 /// Whose turn comes first when requests of a process wait for the same budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +57,10 @@ pub struct Budget {
     share: RwLock<Share>,
     /// Requests for now waiting for their turn.
     waiting_now: AtomicUsize,
+    /// The source's jobs running in this process.
+    jobs_in_flight: AtomicUsize,
+    /// When the next job put off is due (each one put off moves it on by a job's turn).
+    next_put_off: Mutex<Option<Instant>>,
 }
 
 #[derive(Debug)]
@@ -63,6 +78,8 @@ impl Budget {
             fleet_per_endpoint_per_sec: fleet_per_endpoint_per_sec.max(1),
             share: RwLock::new(Share::empty(1, 1_000)),
             waiting_now: AtomicUsize::new(0),
+            jobs_in_flight: AtomicUsize::new(0),
+            next_put_off: Mutex::new(None),
         };
         if let Ok(mut share) = budget.share.write() {
             *share = Share::empty(1, Self::share_of(budget.fleet_per_sec, 1));
@@ -171,7 +188,54 @@ impl Budget {
     }
 }
 
+/// A job of the source running in this process, counted until dropped.
+#[derive(Debug)]
+pub struct JobTurn<'a> {
+    _running: Waiting<'a>,
+}
+
+impl Budget {
+    /// A turn for one of the source's jobs to run now, or how long to put it off. A process
+    /// runs at once at most the jobs its share serves in [`JOBS_AHEAD`] (a request each); each
+    /// job beyond them is put off a turn after the last one put off, and at least
+    /// [`JOBS_AHEAD`], so that a backlog comes back at the pace its share serves it.
+    pub fn job_turn(&self) -> Result<JobTurn<'_>, Duration> {
+        let milli = self.share_milli_per_sec();
+        // Jobs its share serves in JOBS_AHEAD: milli / 1000 × percent / 100 × seconds.
+        let ahead = milli * SPENT_PERCENT * u64::try_from(JOBS_AHEAD.as_millis()).unwrap_or(0)
+            / 100_000_000;
+        let cap = usize::try_from(ahead)
+            .unwrap_or(usize::MAX)
+            .max(JOBS_IN_FLIGHT_MIN);
+        let admitted =
+            self.jobs_in_flight
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |running| {
+                    (running < cap).then_some(running + 1)
+                });
+        if admitted.is_ok() {
+            return Ok(JobTurn {
+                _running: Waiting(&self.jobs_in_flight),
+            });
+        }
+        let now = Instant::now();
+        let mut next = self
+            .next_put_off
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let due = next.map_or(now + JOBS_AHEAD, |at| at.max(now + JOBS_AHEAD));
+        *next = Some(due + interval(milli));
+        Err(due - now)
+    }
+
+    /// This process' share of the whole budget, in thousandths of a request per second.
+    fn share_milli_per_sec(&self) -> u64 {
+        let workers = self.share.read().map_or(1, |s| s.workers);
+        Self::share_of(self.fleet_per_sec, workers)
+    }
+}
+
 /// Counts a waiting request for as long as it waits (a wait given up included).
+#[derive(Debug)]
 struct Waiting<'a>(&'a AtomicUsize);
 
 impl<'a> Waiting<'a> {
@@ -217,13 +281,18 @@ impl Share {
     }
 }
 
+/// The time between two turns when [`SPENT_PERCENT`] of `milli_per_sec` thousandths of a request
+/// a second is spent.
+fn interval(milli_per_sec: u64) -> Duration {
+    // 1 s / (milli / 1000 × percent / 100), in nanoseconds.
+    let spent = (milli_per_sec * SPENT_PERCENT).max(1);
+    Duration::from_nanos(100_000_000_000_000 / spent)
+}
+
 /// [`SPENT_PERCENT`] of `milli_per_sec` thousandths of a request a second, one at a time: each
 /// waits a whole interval after the one before.
 fn limiter(milli_per_sec: u64) -> Arc<DefaultDirectRateLimiter> {
-    // 1 s / (milli / 1000 × percent / 100), in nanoseconds.
-    let spent = (milli_per_sec * SPENT_PERCENT).max(1);
-    let interval = Duration::from_nanos(100_000_000_000_000 / spent);
-    let quota = Quota::with_period(interval)
+    let quota = Quota::with_period(interval(milli_per_sec))
         .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
         .allow_burst(NonZeroU32::MIN);
     Arc::new(RateLimiter::direct(quota))
@@ -245,6 +314,43 @@ mod tests {
         assert_eq!(rates(&budget), ("25".into(), "6.25".into()));
         budget.set_workers(0);
         assert_eq!(rates(&budget), ("100".into(), "25".into()));
+    }
+
+    #[test]
+    fn jobs_beyond_what_the_share_serves_soon_are_put_off_at_its_pace() {
+        // Alone, 90 % of 10 a second: 9 jobs in a second, then one put off every 111 ms.
+        let budget = Budget::new("cards", 10, 10);
+        let running: Vec<JobTurn<'_>> = (0..9)
+            .map(|n| {
+                budget
+                    .job_turn()
+                    .unwrap_or_else(|_| panic!("job {n} put off"))
+            })
+            .collect();
+        let put_off: Vec<Duration> = (0..3)
+            .map(|_| budget.job_turn().err().expect("put off"))
+            .collect();
+        assert!(
+            put_off[0] <= JOBS_AHEAD && put_off[0] > JOBS_AHEAD - Duration::from_millis(50),
+            "{put_off:?}"
+        );
+        for pair in put_off.windows(2) {
+            let gap = pair[1].saturating_sub(pair[0]);
+            assert!(
+                gap > Duration::from_millis(100) && gap < Duration::from_millis(120),
+                "{put_off:?}"
+            );
+        }
+        drop(running);
+        assert!(
+            budget.job_turn().is_ok(),
+            "the jobs that ended free their turns"
+        );
+        // A fleet of four: a quarter of the share, 2.25 a second: 2 jobs at once.
+        budget.set_workers(4);
+        let running: Vec<JobTurn<'_>> = (0..2).filter_map(|_| budget.job_turn().ok()).collect();
+        assert_eq!(running.len(), 2);
+        assert!(budget.job_turn().is_err());
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@ mod http;
 pub mod seam;
 pub mod signature;
 
-pub use budget::Budget;
+pub use budget::{Budget, JobTurn};
 pub use config::{Key, KeyKind, Secret, Section, SectionError};
 pub use seam::{
     Acknowledgement, Adapted, Chunks, FeedSettings, FuzzTarget, Ignore, Listed, Provider,

@@ -102,6 +102,8 @@ pub struct AppOptions {
     pub adyen_reports: Option<String>,
     /// More keys of the `adyen` source's table (`feed_every_secs = 1`...).
     pub adyen_keys: String,
+    /// The `stripe` source's budget: requests a second in all and to one endpoint.
+    pub stripe_requests_per_sec: u32,
 }
 
 impl Default for AppOptions {
@@ -114,6 +116,7 @@ impl Default for AppOptions {
             stripe: None,
             adyen_reports: None,
             adyen_keys: String::new(),
+            stripe_requests_per_sec: 2_000,
         }
     }
 }
@@ -180,8 +183,8 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
         livemode = false
         api_key = "{STRIPE_API_KEY}"
         api_base = "{stripe_api}"
-        api_requests_per_sec = 2000
-        api_endpoint_requests_per_sec = 2000
+        api_requests_per_sec = {stripe_budget}
+        api_endpoint_requests_per_sec = {stripe_budget}
         api_request_timeout_ms = 2000
         feed = false
 
@@ -209,6 +212,7 @@ pub fn config_toml(url: &str, options: &AppOptions) -> String {
             crate::adyen::REPORT_PASSWORD
         )),
         adyen_keys = options.adyen_keys,
+        stripe_budget = options.stripe_requests_per_sec,
         workers = options.workers,
         stripe_api = options
             .stripe

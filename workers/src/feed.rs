@@ -41,6 +41,13 @@ const OPENING_TICK: Duration = Duration::from_millis(200);
 /// window reads whole seconds (its end is exclusive), and a provider may list a movement a
 /// moment after its webhook.
 const WAKE_MARGIN: TimeDelta = TimeDelta::seconds(2);
+/// A feed's next window reads anew as far past the last one's end as the last one's pace (what
+/// it read anew, over the time from its opening to its posting) lists in about this long: at
+/// least a second, at most to now. So a feed far behind (an outage, a backlog, a dense
+/// account) catches up in windows each short enough to post between two failures, a window
+/// that took long (its worker died, its provider failed) is followed by a shorter one, and a
+/// quick one by a longer one.
+const WINDOW_TAKES: TimeDelta = TimeDelta::seconds(5);
 
 /// What one look at a feed did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -473,7 +480,10 @@ pub async fn look_at(
             if last.status != EventStatus::Posted {
                 return Ok((Look::Busy, read));
             }
+            // Cut short of the time it was opened at (see `reach`): the rest is due at once.
+            let behind = window.to + TimeDelta::seconds(1) < last.received_at;
             let woken = wake
+                || behind
                 || match account {
                     None => woken(store, source, seq, window.to).await?,
                     Some(_) => false,
@@ -494,7 +504,12 @@ pub async fn look_at(
                     read,
                 ));
             }
-            window.after(now, overlap, WAKE_MARGIN)
+            let reach = reach(&window, overlap, last.status_changed_at - last.received_at);
+            let to = window
+                .to
+                .checked_add_signed(reach)
+                .map_or(now, |to| to.min(now));
+            window.after(to, overlap, WAKE_MARGIN)
         }
     };
     if now <= window.from {
@@ -524,6 +539,19 @@ pub async fn look_at(
         _ => Look::Busy,
     };
     Ok((look, read))
+}
+
+/// How far past `last`'s end the next window reads anew ([`WINDOW_TAKES`]): what `last` read
+/// anew (past its `overlap`, at least a second) scaled by [`WINDOW_TAKES`] over what it `took`,
+/// in whole seconds, at least one.
+fn reach(last: &Window, overlap: TimeDelta, took: TimeDelta) -> TimeDelta {
+    let read_anew = (last.to - (last.from + overlap)).max(TimeDelta::seconds(1));
+    let took_ms = i128::from(took.num_milliseconds().max(1));
+    let reach_ms = i128::from(read_anew.num_milliseconds())
+        * i128::from(WINDOW_TAKES.num_milliseconds())
+        / took_ms;
+    let seconds = i64::try_from(reach_ms / 1_000).unwrap_or(i64::MAX).max(1);
+    TimeDelta::try_seconds(seconds).unwrap_or(TimeDelta::MAX)
 }
 
 /// Whether a delivery to `source` keeps its own feed due after window `seq` (ending at `to`):
@@ -558,6 +586,36 @@ fn lag(source: &SourceName, now: DateTime<Utc>, read_to: DateTime<Utc>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_reads_anew_what_the_last_ones_pace_lists_in_five_seconds() {
+        let at = |s: i64| DateTime::from_timestamp(1_800_000_000 + s, 0).expect("time");
+        let overlap = TimeDelta::seconds(30);
+        // The last window read 10 s anew (past its 30 s of overlap).
+        let last = Window {
+            seq: 7,
+            from: at(0),
+            to: at(40),
+            account: None,
+            skip: None,
+        };
+        let reach = |took_ms: i64| reach(&last, overlap, TimeDelta::milliseconds(took_ms));
+        assert_eq!(reach(20_000), TimeDelta::seconds(2), "slow: shorter");
+        assert_eq!(reach(5_000), TimeDelta::seconds(10), "on pace: as long");
+        assert_eq!(reach(1_000), TimeDelta::seconds(50), "quick: longer");
+        assert_eq!(
+            reach(600_000),
+            TimeDelta::seconds(1),
+            "never under a second"
+        );
+        assert_eq!(reach(0), TimeDelta::seconds(50_000));
+        // A first window reads only its overlap: it counts as a second read anew.
+        let first = Window::first(None, at(100), overlap);
+        assert_eq!(
+            super::reach(&first, overlap, TimeDelta::milliseconds(500)),
+            TimeDelta::seconds(10)
+        );
+    }
 
     #[test]
     fn the_accounts_windows_spend_at_most_half_the_sources_budget() {

@@ -71,6 +71,8 @@ enum Handback {
     Rescued(u64),
     #[error("its source is paused; looking again in {0} ms unless it is resumed first")]
     Paused(u64),
+    #[error("its source's budget serves the jobs running first; due again in {0} ms")]
+    PutOff(u64),
     #[error("store unavailable: {0}")]
     Store(#[from] StoreError),
 }
@@ -149,6 +151,28 @@ impl Runner {
     }
 
     async fn attempt(&self, job: &JobRef, worker: &str) -> Finish {
+        let work = match self.resolvers.is_empty() {
+            true => Work::Post,
+            false => match self.group.work(job).await {
+                Ok(work) => work,
+                Err(error) => return error.into(),
+            },
+        };
+        let source = match &work {
+            Work::Resolve { source, .. } => Some(source.clone()),
+            Work::Post | Work::Unreadable(_) => None,
+        };
+        // A job that calls its source's provider runs only on a turn of the source's budget;
+        // without one it goes back to the queue, nothing started, due when its turn comes.
+        let budget = source
+            .as_ref()
+            .and_then(|source| self.resolvers.get(source))
+            .and_then(|resolver| resolver.budget());
+        let _turn = match budget.map(providers::Budget::job_turn) {
+            Some(Err(put_off)) => return self.put_off(job, worker, put_off).await,
+            Some(Ok(turn)) => Some(turn),
+            None => None,
+        };
         // Held from before the attempt opens until it is closed: while a suspect runs alone,
         // no other attempt of this process is open.
         let mut shared = Some(self.alone.read().await);
@@ -175,20 +199,21 @@ impl Runner {
             Ok(attempt) => attempt,
             Err(finish) => return finish,
         };
-        let work = match self.resolvers.is_empty() {
-            true => Work::Post,
-            false => match self.group.work(job).await {
-                Ok(work) => work,
-                Err(error) => return error.into(),
-            },
-        };
-        let source = match &work {
-            Work::Resolve { source, .. } => Some(source.clone()),
-            Work::Post | Work::Unreadable(_) => None,
-        };
         let posting = self.work(job, attempt, work).await;
         self.finish(job, worker, attempt, source.as_ref(), posting)
             .await
+    }
+
+    /// Gives a job whose source's budget has no turn for it now back to the queue, due in
+    /// `put_off`; nothing of it is started or counted.
+    async fn put_off(&self, job: &JobRef, worker: &str, put_off: Duration) -> Finish {
+        let delay_ms = u64::try_from(put_off.as_millis()).unwrap_or(u64::MAX);
+        if let Err(error) = self.store.retry_later(&job.job_id, worker, delay_ms).await {
+            return error.into();
+        }
+        debug!(job_id = %job.job_id, event_id = %job.event_id, delay_ms, "no turn of its source's budget; put off");
+        count("put_off");
+        Finish::HandBack(Handback::PutOff(delay_ms))
     }
 
     /// The attempt number when the start says to run; otherwise how this run ends (what the

@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use providers::stripe::fake::Fault;
+use providers::stripe::fake::{Fault, RateLimits};
 use serde_json::{Value, json};
 use tests::TestApp;
+use tests::app::charge as standard_charge;
 use tests::app::{AppOptions, Backend, FAST_WORKERS, OPS_TOKEN, spawn};
 use tests::stripe::{Txn, captured_update, charge, dispute, event, payout, refund};
 
@@ -23,6 +24,7 @@ tests::on_both_backends!(
     a_refused_key_pauses_the_source_until_it_is_resumed,
     inconsistent_facts_dead_letter_and_nothing_of_the_event_is_posted,
     money_posted_before_movements_were_fetched_is_not_posted_again,
+    a_throttled_sources_backlog_waits_in_the_queue_not_in_the_workers_slots,
 );
 
 async fn app(backend: Backend) -> TestApp {
@@ -1117,4 +1119,70 @@ async fn an_unreadable_trigger_dead_letters_its_event_only() {
         0,
         "no other job lost an attempt"
     );
+}
+
+/// A source held to 2 requests a second keeps its backlog in the queue, put off at its budget's
+/// pace, not in the worker's 12 job slots: another source's events, recorded after the whole
+/// backlog, post while it drains, and each put-off event still takes one attempt.
+async fn a_throttled_sources_backlog_waits_in_the_queue_not_in_the_workers_slots(backend: Backend) {
+    let app = spawn(AppOptions {
+        workers: format!("{FAST_WORKERS}\nconcurrency = 12\n"),
+        stripe_requests_per_sec: 2,
+        ..AppOptions::on(backend)
+    })
+    .await;
+    app.stripe.enforce(RateLimits {
+        per_sec: 2,
+        endpoint_per_sec: 2,
+    });
+    for n in 0..30 {
+        let charge = charge(
+            &format!("ch_slow_{n}"),
+            Some(&format!("txn_slow_{n}")),
+            1_000,
+            "usd",
+        );
+        recorded(
+            &app,
+            &event(&format!("evt_slow_{n}"), "charge.succeeded", charge),
+        )
+        .await;
+    }
+    for n in 0..20 {
+        let body = standard_charge(&format!("std_{n}"), "10.00", "0.30", "9.70");
+        let response = app.post_standard(&format!("msg_std_{n}"), &body).await;
+        assert_eq!(response.status().as_u16(), 200);
+    }
+    app.wait_for(
+        "the other source's events to post",
+        60,
+        "SELECT count(*) = 20 FROM settlement_events WHERE source = 'std' AND status = 'posted'",
+    )
+    .await;
+    // Twelve slots held by the backlog would have let the other source in only once eighteen of
+    // the thirty had posted.
+    let throttled = app
+        .scalar(
+            "SELECT count(*) FROM settlement_events WHERE source = 'stripe' AND status = 'posted'",
+        )
+        .await;
+    assert!(throttled < 12, "{throttled} of the backlog posted first");
+    app.wait_settled(90).await;
+    assert_eq!(
+        app.scalar(
+            "SELECT count(*) FROM job_attempts a JOIN settlement_events e ON e.id = a.event_id
+             WHERE e.source = 'stripe'"
+        )
+        .await,
+        30,
+        "a job put off starts no attempt"
+    );
+    let put_off = app.metric("settle_jobs_total{outcome=\"put_off\"}").await;
+    assert!(put_off >= 1.0, "{put_off} jobs put off");
+    assert_eq!(
+        app.stripe.rate_limited(),
+        0,
+        "the budget kept Stripe's limit"
+    );
+    assert!(app.failed_invariants().await.is_empty());
 }

@@ -485,8 +485,12 @@ async fn a_worker_that_starts_sweeps_at_once(backend: Backend) {
 /// when it runs again, from that window's end (less the overlap), with no webhook at all.
 async fn a_feed_that_stopped_catches_up_from_its_last_window(backend: Backend) {
     let fake = fake().await;
+    // Stripe answers slowly: the first window takes 6 s to list a second anew, so the next one
+    // reads a second past it, at that pace about 5 s of listing.
+    fake.set_latency(std::time::Duration::from_secs(6));
     let app = spawn(options(backend, &fake, 3_600)).await;
     window_posted(&app, 1).await;
+    fake.set_latency(std::time::Duration::ZERO);
     let end = window_end(&app, 1).await;
     let database = app.stop().await;
 
@@ -515,9 +519,9 @@ async fn a_feed_that_stopped_catches_up_from_its_last_window(backend: Backend) {
         None,
         at(Txn::charge("txn_d_old", "ch_old", 1_000, 59), end - 3_600),
     );
-    // The schedule (not a webhook) opens the next window: an hour has not passed, so make it one
-    // second.
-    let app = start(database, options(backend, &fake, 1)).await;
+    // No webhook wakes the feed and its schedule is an hour: a worker that starts sweeps at
+    // once, and a window cut short of the time it opened at is followed at once by the next.
+    let app = start(database, options(backend, &fake, 3_600)).await;
 
     wait_entries(&app, &["txn_d_charge", "txn_d_refund", "txn_d_fee"]).await;
     app.wait_settled(30).await;
@@ -554,6 +558,15 @@ async fn a_feed_that_stopped_catches_up_from_its_last_window(backend: Backend) {
         app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id = 'txn_d_old'")
             .await,
         0
+    );
+    assert_eq!(
+        window_end(&app, 2).await,
+        end + 1,
+        "the window after a slow one reads a second anew"
+    );
+    assert!(
+        window_end(&app, 3).await > end + 1,
+        "the next one follows at once and reads further"
     );
     assert_eq!(
         app.lines_of("txn_d_refund").await,
