@@ -43,10 +43,11 @@ const OPENING_TICK: Duration = Duration::from_millis(200);
 const WAKE_MARGIN: TimeDelta = TimeDelta::seconds(2);
 /// A feed's next window reads anew as far past the last one's end as the last one's pace (what
 /// it read anew, over the time from its opening to its posting) lists in about this long: at
-/// least a second, at most to now. So a feed far behind (an outage, a backlog, a dense
-/// account) catches up in windows each short enough to post between two failures, a window
-/// that took long (its worker died, its provider failed) is followed by a shorter one, and a
-/// quick one by a longer one.
+/// least a second, at most twice what the last one read anew, at most to now. So a feed far
+/// behind (an outage, a backlog, a dense account) catches up in windows each short enough to
+/// post between two failures, a window that took long (its worker died, its provider failed)
+/// is followed by a shorter one, and a quick one by one at most twice as long (its movements
+/// may lie thicker further on).
 const WINDOW_TAKES: TimeDelta = TimeDelta::seconds(5);
 
 /// What one look at a feed did.
@@ -543,10 +544,14 @@ pub async fn look_at(
 
 /// How far past `last`'s end the next window reads anew ([`WINDOW_TAKES`]): what `last` read
 /// anew (past its `overlap`, at least a second) scaled by [`WINDOW_TAKES`] over what it `took`,
-/// in whole seconds, at least one.
+/// at most doubled, in whole seconds, at least one.
 fn reach(last: &Window, overlap: TimeDelta, took: TimeDelta) -> TimeDelta {
     let read_anew = (last.to - (last.from + overlap)).max(TimeDelta::seconds(1));
-    let took_ms = i128::from(took.num_milliseconds().max(1));
+    let took_ms = i128::from(
+        took.num_milliseconds()
+            .max(WINDOW_TAKES.num_milliseconds() / 2)
+            .max(1),
+    );
     let reach_ms = i128::from(read_anew.num_milliseconds())
         * i128::from(WINDOW_TAKES.num_milliseconds())
         / took_ms;
@@ -602,18 +607,23 @@ mod tests {
         let reach = |took_ms: i64| reach(&last, overlap, TimeDelta::milliseconds(took_ms));
         assert_eq!(reach(20_000), TimeDelta::seconds(2), "slow: shorter");
         assert_eq!(reach(5_000), TimeDelta::seconds(10), "on pace: as long");
-        assert_eq!(reach(1_000), TimeDelta::seconds(50), "quick: longer");
+        assert_eq!(reach(4_000), TimeDelta::seconds(12), "quick: longer");
+        assert_eq!(
+            reach(1_000),
+            TimeDelta::seconds(20),
+            "at most twice as long"
+        );
+        assert_eq!(reach(0), TimeDelta::seconds(20));
         assert_eq!(
             reach(600_000),
             TimeDelta::seconds(1),
             "never under a second"
         );
-        assert_eq!(reach(0), TimeDelta::seconds(50_000));
         // A first window reads only its overlap: it counts as a second read anew.
         let first = Window::first(None, at(100), overlap);
         assert_eq!(
             super::reach(&first, overlap, TimeDelta::milliseconds(500)),
-            TimeDelta::seconds(10)
+            TimeDelta::seconds(2)
         );
     }
 
