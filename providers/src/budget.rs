@@ -328,7 +328,7 @@ mod tests {
             })
             .collect();
         let put_off: Vec<Duration> = (0..3)
-            .map(|_| budget.job_turn().err().expect("put off"))
+            .map(|_| budget.job_turn().expect_err("put off"))
             .collect();
         assert!(
             put_off[0] <= JOBS_AHEAD && put_off[0] > JOBS_AHEAD - Duration::from_millis(50),

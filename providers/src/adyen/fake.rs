@@ -1,7 +1,7 @@
 //! A fake Adyen report download server on a real socket, in this process: `/reports/download/
 //! MerchantAccount/{account}/{file}` with the basic auth of one report user, as Adyen serves
 //! settlement details reports. It serves the files it is given, with faults a caller can ask for
-//! (an HTTP status, a download cut short). `settle demo` serves its Adyen batch with it, offline;
+//! (an HTTP status, 429 with `Retry-After`, an answer that stalls, a download cut short). `settle demo` serves its Adyen batch with it, offline;
 //! the test suite, its fixtures.
 
 use std::collections::HashMap;
@@ -21,6 +21,37 @@ pub enum Fault {
     Status { status: u16, times: u32 },
     /// Half the file, then the connection ends, for the next `times` downloads.
     CutShort { times: u32 },
+    /// 429 with `Retry-After: retry_after_secs`, for the next `times` downloads.
+    RateLimited { retry_after_secs: u64, times: u32 },
+    /// The file, once `stall_ms` have passed, for the next `times` downloads.
+    Stall { stall_ms: u64, times: u32 },
+}
+
+impl Fault {
+    /// This fault with one download fewer to answer, `None` once it has answered them all.
+    fn spent(self) -> Option<Fault> {
+        let (times, less) = match self {
+            Fault::Status { status, times } => (times, Fault::Status { status, times: times.saturating_sub(1) }),
+            Fault::CutShort { times } => (times, Fault::CutShort { times: times.saturating_sub(1) }),
+            Fault::RateLimited { retry_after_secs, times } => (
+                times,
+                Fault::RateLimited { retry_after_secs, times: times.saturating_sub(1) },
+            ),
+            Fault::Stall { stall_ms, times } => {
+                (times, Fault::Stall { stall_ms, times: times.saturating_sub(1) })
+            }
+        };
+        (times > 1).then_some(less)
+    }
+
+    fn times(self) -> u32 {
+        match self {
+            Fault::Status { times, .. }
+            | Fault::CutShort { times }
+            | Fault::RateLimited { times, .. }
+            | Fault::Stall { times, .. } => times,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -120,35 +151,43 @@ async fn download(
     Path((account, file)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let mut files = files.lock().expect("files");
-    if headers.get("authorization").and_then(|v| v.to_str().ok())
-        != Some(files.credentials.as_str())
-    {
-        return StatusCode::UNAUTHORIZED.into_response();
-    }
-    let fault = files.faults.get(&file).copied();
-    let own = files.files.get(&format!("{account}/{file}")).cloned();
-    let Some(bytes) = own.or_else(|| files.files.get(&file).cloned()) else {
-        return StatusCode::NOT_FOUND.into_response();
-    };
-    files.downloads.push(file.clone());
-    match fault {
-        Some(Fault::Status { status, times }) if times > 0 => {
-            files.faults.insert(
-                file,
-                Fault::Status {
-                    status,
-                    times: times - 1,
-                },
-            );
-            StatusCode::from_u16(status)
-                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-                .into_response()
+    let (bytes, fault) = {
+        let mut files = files.lock().expect("files");
+        if headers.get("authorization").and_then(|v| v.to_str().ok())
+            != Some(files.credentials.as_str())
+        {
+            return StatusCode::UNAUTHORIZED.into_response();
         }
-        Some(Fault::CutShort { times }) if times > 0 => {
-            files
-                .faults
-                .insert(file, Fault::CutShort { times: times - 1 });
+        let fault = files
+            .faults
+            .remove(&file)
+            .filter(|fault| fault.times() > 0);
+        if let Some(less) = fault.and_then(Fault::spent) {
+            files.faults.insert(file.clone(), less);
+        }
+        let own = files.files.get(&format!("{account}/{file}")).cloned();
+        let Some(bytes) = own.or_else(|| files.files.get(&file).cloned()) else {
+            return StatusCode::NOT_FOUND.into_response();
+        };
+        files.downloads.push(file);
+        (bytes, fault)
+    };
+    match fault {
+        Some(Fault::Status { status, .. }) => StatusCode::from_u16(status)
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            .into_response(),
+        Some(Fault::RateLimited {
+            retry_after_secs, ..
+        }) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", retry_after_secs.to_string())],
+        )
+            .into_response(),
+        Some(Fault::Stall { stall_ms, .. }) => {
+            tokio::time::sleep(std::time::Duration::from_millis(stall_ms)).await;
+            ([("content-type", "text/csv")], bytes).into_response()
+        }
+        Some(Fault::CutShort { .. }) => {
             let half = bytes[..bytes.len() / 2].to_vec();
             let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
                 vec![Ok(half), Err(std::io::Error::other("the connection ends"))];

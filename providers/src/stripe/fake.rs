@@ -111,6 +111,8 @@ pub struct Injection {
 /// A request the fake received.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seen {
+    /// When it arrived, in Unix seconds.
+    pub at: i64,
     pub path: String,
     pub query: String,
     pub account: Option<String>,
@@ -462,6 +464,7 @@ async fn admit(fake: &Fake, headers: &HeaderMap, path: &str, query: &str) -> Opt
         && seen.len() < SEEN_MAX
     {
         seen.push(Seen {
+            at: chrono::Utc::now().timestamp(),
             path: path.to_owned(),
             query: query.to_owned(),
             account: header_text("stripe-account"),

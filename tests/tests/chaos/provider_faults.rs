@@ -10,8 +10,9 @@
 //!   every listing reads pages that change between two reads.
 //!
 //! Beside them, the `adyen` source books settlement details reports from a fake report server
-//! that answers a third of the reports' downloads with a fault first (500, 503 twice, 429, or
-//! half the file and then the connection dropped).
+//! that answers a third of the reports' downloads with a fault first (500, 503 twice, 429 with
+//! and without `Retry-After`, a stall past the source's 5 s timeout, or half the file and then
+//! the connection dropped).
 //!
 //! Four workers drain all three while one of them is SIGKILLed every five seconds →
 //! every movement and report line booked exactly once, nothing dead-lettered (a transient fault retries; the
@@ -106,7 +107,7 @@ fn serve_reports(reports: &FakeReports, count: usize, seed: u64) -> BTreeMap<&'s
         if rng.random_range(0..3) != 0 {
             continue;
         }
-        let (name, fault) = match rng.random_range(0..4) {
+        let (name, fault) = match rng.random_range(0..6) {
             0 => (
                 "server_error",
                 Fault::Status {
@@ -125,6 +126,21 @@ fn serve_reports(reports: &FakeReports, count: usize, seed: u64) -> BTreeMap<&'s
                 "rate_limited",
                 Fault::Status {
                     status: 429,
+                    times: 1,
+                },
+            ),
+            3 => (
+                "rate_limited_retry_after",
+                Fault::RateLimited {
+                    retry_after_secs: 1,
+                    times: 1,
+                },
+            ),
+            // Past the source's 5 s report timeout.
+            4 => (
+                "stalled",
+                Fault::Stall {
+                    stall_ms: 6_000,
                     times: 1,
                 },
             ),

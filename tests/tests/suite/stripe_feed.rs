@@ -427,16 +427,18 @@ async fn a_webhook_wakes_the_feed_and_the_overlap_reads_what_stripe_listed_late(
     assert_eq!(deliver(&app, &woke).await, 200);
     wait_entries(&app, &["txn_late", "txn_next"]).await;
     app.wait_settled(30).await;
+    // When each listing that covered txn_late's second was asked for.
     let relisted: Vec<i64> = fake
         .seen()
         .iter()
         .filter(|s| s.path == "/v1/balance_transactions")
         .filter(|s| listed_from(&s.query).is_some_and(|from| from <= end - 5))
-        .filter_map(|s| listed_to(&s.query))
+        .filter(|s| listed_to(&s.query).is_some_and(|to| to > end - 5))
+        .map(|s| s.at)
         .collect();
     assert!(
-        relisted.iter().any(|to| *to >= end - 5 + OVERLAP),
-        "a window ending at least the overlap after txn_late listed it: {relisted:?}"
+        relisted.iter().any(|at| *at >= end - 5 + OVERLAP),
+        "a listing at least the overlap after txn_late's second read it: {relisted:?}"
     );
     for id in ["txn_w", "txn_late", "txn_next"] {
         assert_eq!(
