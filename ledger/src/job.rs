@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::EventId;
-use crate::record::EventStatus;
+use crate::state::EventStatus;
 use crate::state::{AttemptState, StateMachine};
 
 pub use crate::state::QueueStatus;

@@ -29,5 +29,6 @@ pub use job::{JobPayload, JobRef, POST_SETTLEMENT_QUEUE, PostSettlement};
 pub use money::{Amount, Currency, MoneyError};
 pub use post_error::{PostError, ProviderError};
 pub use posting::{Accounts, PostingRules};
-pub use record::{Content, EventStatus, InvalidFacts, NewEvent, Recorded};
+pub use record::{Content, InvalidFacts, NewEvent, Recorded};
+pub use state::EventStatus;
 pub use store::{Store, StoreOptions};

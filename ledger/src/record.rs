@@ -6,8 +6,6 @@ use crate::fingerprint::Fingerprint;
 use crate::ids::{ConflictId, EventId, ExternalId, SourceName};
 use crate::trigger::Named;
 
-pub use crate::state::EventStatus;
-
 /// An authentic delivery's event, ready to be recorded.
 #[derive(Clone, Debug)]
 pub struct NewEvent {

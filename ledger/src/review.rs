@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::job::{AttemptOutcome, ErrorClass};
-use crate::record::EventStatus;
+use crate::state::EventStatus;
 
 pub use crate::state::{ConflictState, DeadLetterState};
 use crate::state::{StateMachine, Transition};

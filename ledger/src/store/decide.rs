@@ -4,11 +4,11 @@
 //! `Decision::require_reason`) and the state machines (`state`) decide; this module runs them in
 //! one transaction with the audit row.
 
-use crate::record::EventStatus;
 use crate::review::{
     ConflictState, DeadLetterState, Decided, Decision, DecisionError, Step, conflict_step,
     dead_letter_step,
 };
+use crate::state::EventStatus;
 use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::backend::Backend;

@@ -6,7 +6,7 @@
 use crate::ids::EventId;
 use crate::job::{AttemptOutcome, ErrorClass, FailureDecision, JobRef};
 use crate::post_error::PostError;
-use crate::record::EventStatus;
+use crate::state::EventStatus;
 use crate::store::StoreError;
 use crate::store::backend::Backend;
 

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use crate::job::{JobRef, Posted};
 use crate::post_error::PostError;
-use crate::record::EventStatus;
 use crate::resolved::{MovementEntry, Resolved};
+use crate::state::EventStatus;
 use crate::trigger::Trigger;
 
 /// One job's resolved movements to post.

@@ -7,7 +7,7 @@ use crate::ids::SourceName;
 use crate::job::JobRef;
 use crate::post_error::{PostError, ProviderError};
 use crate::posting::{self, EntryDraft, PostingRules};
-use crate::record::EventStatus;
+use crate::state::EventStatus;
 
 /// An event row as the posting reads it (locked by the caller's transaction).
 #[derive(sqlx::FromRow)]

@@ -1,7 +1,8 @@
 //! The shape of the code, held by tests (ARCHITECTURE.md, "Dependency rule" and "Adding a
 //! provider"): `ledger`'s modules depend on each other without a cycle; a provider lives in its
 //! module of `providers` and nowhere else but the registration line; every provider module is
-//! registered and its keys are documented; no provider reaches into the store.
+//! registered and its keys are documented; no provider reaches into the store; every file and
+//! code path ARCHITECTURE.md and README.md name exists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -308,4 +309,220 @@ fn the_walk_through_for_a_new_provider_names_its_files() {
             "the walk-through does not name {named}"
         );
     }
+}
+
+/// The workspace's crates: a Rust path in the documents that starts with one of them is
+/// resolved in its sources.
+const CRATES: [&str; 6] = ["ledger", "ingress", "ops", "providers", "workers", "tests"];
+
+/// Every `.rs` file of the workspace's crates (sources, tests, benches, examples), with its text.
+fn workspace_sources() -> Vec<(PathBuf, String)> {
+    CRATES
+        .iter()
+        .flat_map(|krate| rust_files(&root().join(krate)))
+        .map(|path| {
+            let text = read(&path);
+            (path, text)
+        })
+        .collect()
+}
+
+/// Whether `word` occurs in `text` as a whole identifier.
+fn names(text: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(word).any(|(at, _)| {
+        !text[..at].chars().next_back().is_some_and(ident)
+            && !text[at + word.len()..].chars().next().is_some_and(ident)
+    })
+}
+
+/// Whether some source defines `name` (a function, type, trait, constant, static, module or
+/// macro).
+fn defined(sources: &[(PathBuf, String)], name: &str) -> bool {
+    let kinds = [
+        "fn ",
+        "struct ",
+        "enum ",
+        "trait ",
+        "type ",
+        "const ",
+        "static ",
+        "mod ",
+        "macro_rules! ",
+    ];
+    sources.iter().any(|(_, text)| {
+        kinds.iter().any(|kind| {
+            text.match_indices(&format!("{kind}{name}")).any(|(at, _)| {
+                let after = &text[at + kind.len() + name.len()..];
+                !after
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+        })
+    })
+}
+
+/// The module file `segments` lead to from the module directory `dir` (its `lib.rs` or
+/// `main.rs` first), as far as they name modules, and the segments left.
+fn module_of<'a>(dir: &Path, segments: &'a [&'a str]) -> Option<(PathBuf, PathBuf, &'a [&'a str])> {
+    let mut file = ["lib.rs", "main.rs"]
+        .iter()
+        .map(|root| dir.join(root))
+        .find(|path| path.exists());
+    let mut dir = dir.to_owned();
+    let mut rest = segments;
+    while let Some((first, more)) = rest.split_first() {
+        let Some(next) = [
+            dir.join(format!("{first}.rs")),
+            dir.join(first).join("mod.rs"),
+        ]
+        .into_iter()
+        .find(|path| path.exists()) else {
+            break;
+        };
+        file = Some(next);
+        dir = dir.join(first);
+        rest = more;
+    }
+    Some((file?, dir, rest))
+}
+
+/// Whether the module file `file` (or a file of its directory `dir`) names `item`.
+fn module_names(file: &Path, dir: &Path, item: &str) -> bool {
+    let siblings = match dir.is_dir() {
+        true => rust_files(dir),
+        false => Vec::new(),
+    };
+    std::iter::once(file.to_owned())
+        .chain(siblings)
+        .any(|path| names(&read(&path), item))
+}
+
+/// Every directory of the workspace's crates that may hold a module.
+fn module_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for krate in CRATES {
+        let mut stack = vec![root().join(krate)];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).expect("a directory") {
+                let path = entry.expect("an entry").path();
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if path.is_dir() && name != "target" && !name.starts_with('.') {
+                    stack.push(path);
+                }
+            }
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
+/// What is wrong with the Rust path `path` (`a::b::c`), if it names something: a workspace
+/// crate's path must lead through its modules to one whose file names what is left; a module
+/// path (its first segment a module of some crate) likewise from some directory holding that
+/// module; `Type::item` needs the type defined and the item defined (or, capitalized, a variant
+/// named). A path of another crate (a dependency) is not checked.
+fn rust_path_problem(
+    path: &str,
+    sources: &[(PathBuf, String)],
+    dirs: &[PathBuf],
+) -> Option<String> {
+    let segments: Vec<&str> = path.split("::").collect();
+    let first = segments[0];
+    if ["crate", "self", "super"].contains(&first) {
+        return None;
+    }
+    if first.starts_with(|c: char| c.is_uppercase()) {
+        let item = segments[1];
+        let known = match item.starts_with(|c: char| c.is_uppercase()) {
+            true => sources.iter().any(|(_, text)| names(text, item)),
+            false => defined(sources, item),
+        };
+        return match (defined(sources, first), known) {
+            (false, _) => Some(format!("`{path}`: no type {first}")),
+            (true, false) => Some(format!("`{path}`: {item} is defined nowhere")),
+            (true, true) => None,
+        };
+    }
+    let starts: Vec<(PathBuf, &[&str])> = match CRATES.contains(&first) {
+        true => vec![(root().join(first).join("src"), &segments[1..])],
+        false => dirs
+            .iter()
+            .filter(|dir| {
+                dir.join(format!("{first}.rs")).exists() || dir.join(first).join("mod.rs").exists()
+            })
+            .map(|dir| (dir.clone(), &segments[..]))
+            .collect(),
+    };
+    if starts.is_empty() {
+        return None;
+    }
+    let found = starts.iter().any(|(dir, segments)| {
+        module_of(dir, segments).is_some_and(|(file, dir, rest)| {
+            rest.first()
+                .is_none_or(|item| module_names(&file, &dir, item))
+        })
+    });
+    (!found).then(|| format!("`{path}`: not found in the workspace's modules"))
+}
+
+/// What is wrong with the file path `path`, if its first part is a file or directory of the
+/// repository: it must exist up to its first placeholder (`<name>`, `{a,b}`, `*`).
+fn file_path_problem(path: &str) -> Option<String> {
+    let first = path.split('/').next().unwrap_or_default();
+    if first.is_empty()
+        || first.starts_with('.') && first.len() == 1
+        || !root().join(first).exists()
+    {
+        return None;
+    }
+    let fixed = path
+        .split(['<', '{', '*'])
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    (!root().join(fixed).exists()).then(|| format!("`{path}`: no such file or directory"))
+}
+
+/// The text between each pair of backticks on a line of `text`.
+fn quoted(text: &str) -> BTreeSet<&str> {
+    text.lines()
+        .flat_map(|line| line.split('`').skip(1).step_by(2))
+        .map(str::trim)
+        .collect()
+}
+
+#[test]
+fn every_path_the_documents_name_exists() {
+    let sources = workspace_sources();
+    let dirs = module_dirs();
+    let ident = |s: &str| {
+        !s.is_empty()
+            && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for document in ["ARCHITECTURE.md", "README.md"] {
+        let text = read(&root().join(document));
+        for quote in quoted(&text) {
+            let quote = quote.split_once('(').map_or(quote, |(name, _)| name);
+            let problem = if quote.contains("::") && quote.split("::").all(ident) {
+                checked += 1;
+                rust_path_problem(quote, &sources, &dirs)
+            } else if quote.contains('/') && !quote.contains(char::is_whitespace) {
+                checked += 1;
+                file_path_problem(quote)
+            } else {
+                None
+            };
+            problems.extend(problem.map(|p| format!("{document}: {p}")));
+        }
+    }
+    assert!(
+        checked > 100,
+        "only {checked} paths were read from the documents"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

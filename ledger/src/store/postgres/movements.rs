@@ -8,8 +8,8 @@ use sqlx::postgres::PgConnection;
 
 use super::PgStore;
 use crate::job::AttemptOutcome;
-use crate::record::EventStatus;
 use crate::resolved::MovementEntry;
+use crate::state::EventStatus;
 use crate::state::{StateMachine, Transition};
 use crate::store::movements::Existing;
 use crate::store::post::{Mark, Tie, source_of};

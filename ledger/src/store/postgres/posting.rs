@@ -13,8 +13,8 @@ use super::movements::{existing_entries, insert_entries, mark_posted, tie_entrie
 use crate::job::AttemptOutcome;
 use crate::post_error::PostError;
 use crate::posting::Line;
-use crate::record::EventStatus;
 use crate::resolved::MovementEntry;
+use crate::state::EventStatus;
 use crate::state::{StateMachine, Transition};
 use crate::store::movements::Existing;
 use crate::store::post::{Mark, Posting, PostingRows, Tie, stored_line};

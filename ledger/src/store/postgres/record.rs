@@ -7,7 +7,8 @@ use super::{QUEUE_ATTEMPTS_MAX, StoreError};
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConflictId, EventId};
 use crate::job::POST_SETTLEMENT_QUEUE;
-use crate::record::{EventStatus, NewEvent, Recorded};
+use crate::record::{NewEvent, Recorded};
+use crate::state::EventStatus;
 use crate::store::content_columns;
 
 /// Inserts each event whose natural key is free, with its job, in one statement (so one

@@ -7,11 +7,11 @@ use sqlx::postgres::PgRow;
 use super::PgStore;
 use super::jobs::{enqueue_fresh_jobs, set_event_status};
 use crate::ids::EventId;
-use crate::record::EventStatus;
 use crate::review::{
     AttemptView, AuditView, ConflictDetail, ConflictState, ConflictView, DeadLetterDetail,
     DeadLetterFilter, DeadLetterState, DeadLetterSummary, Decision, EventView, Page, PageRequest,
 };
+use crate::state::EventStatus;
 use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::decide::DecisionRows;

@@ -10,7 +10,7 @@ use crate::job::{
     AttemptOutcome, AttemptStart, ErrorClass, JobRef, QueueStatus, start_gate, start_step,
 };
 use crate::post_error::PostError;
-use crate::record::EventStatus;
+use crate::state::EventStatus;
 use crate::state::{AttemptState, StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::failures::FailureRows;

@@ -29,7 +29,8 @@ use super::{LoadRunCounts, StoreError, StoreOptions, content_columns};
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConflictId, EventId};
 use crate::job::POST_SETTLEMENT_QUEUE;
-use crate::record::{EventStatus, NewEvent, Recorded};
+use crate::record::{NewEvent, Recorded};
+use crate::state::EventStatus;
 
 /// See the PostgreSQL store: apalis must never give up on a job by itself.
 const QUEUE_ATTEMPTS_MAX: i64 = 1_000_000;

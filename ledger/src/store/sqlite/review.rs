@@ -8,11 +8,11 @@ use sqlx::sqlite::SqliteRow;
 use super::jobs::{enqueue_fresh_jobs, set_event_status};
 use super::{SqliteStore, now};
 use crate::ids::EventId;
-use crate::record::EventStatus;
 use crate::review::{
     AttemptView, AuditView, ConflictDetail, ConflictState, ConflictView, DeadLetterDetail,
     DeadLetterFilter, DeadLetterState, DeadLetterSummary, Decision, EventView, Page, PageRequest,
 };
+use crate::state::EventStatus;
 use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::decide::DecisionRows;
