@@ -139,7 +139,9 @@ pub(super) fn distinct_events<'a>(jobs: impl Iterator<Item = &'a JobRef>) -> boo
 }
 
 /// Runs `group` over all the items in one transaction if it can, else each item alone with
-/// `alone`, so one item's trouble is only its own.
+/// `alone`, so one item's trouble is only its own. Postings and attempt starts both go through
+/// it; a group whose answer must not be tried again alone says so by answering `Ok` with each
+/// item's error.
 macro_rules! group_or_alone {
     ($items:expr, $jobs:expr, $what:literal, $group:expr, |$item:ident| $alone:expr) => {{
         let items = $items;
@@ -156,6 +158,7 @@ macro_rules! group_or_alone {
         results
     }};
 }
+pub(super) use group_or_alone;
 
 /// Posts one job's event in its own transaction.
 pub(super) async fn post<B: PostingRows>(

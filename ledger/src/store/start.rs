@@ -7,7 +7,7 @@ use tracing::debug;
 
 use crate::job::{AttemptStart, JobRef};
 use crate::store::StoreError;
-use crate::store::post::distinct_events;
+use crate::store::post::{distinct_events, group_or_alone};
 
 /// A backend's attempt starts, each committed before the attempt does any work.
 pub(super) trait StartRows {
@@ -42,32 +42,25 @@ pub(super) async fn start_attempts<B: StartRows>(
     attempts_max: u32,
     lock_timeout_ms: u64,
 ) -> Vec<Result<AttemptStart, StoreError>> {
-    if starts.len() > 1 && distinct_events(starts.iter().map(|(job, _)| job)) {
+    let group = async {
         match backend
             .start_group(starts, attempts_max, lock_timeout_ms)
             .await
         {
-            Ok(results) => return results,
-            // Starting again would take the group's own open attempts for died ones: each job is
-            // handed back instead.
-            Err(StoreError::Corrupt(detail)) => {
-                return starts
-                    .iter()
-                    .map(|_| Err(StoreError::Corrupt(detail.clone())))
-                    .collect();
-            }
-            Err(error) => {
-                debug!(%error, jobs = starts.len(), "group start failed; starting one by one")
-            }
+            // Starting again would take the group's own open attempts for died ones: each job
+            // is handed back instead.
+            Err(StoreError::Corrupt(detail)) => Ok(starts
+                .iter()
+                .map(|_| Err(StoreError::Corrupt(detail.clone())))
+                .collect()),
+            answered => answered,
         }
-    }
-    let mut results = Vec::with_capacity(starts.len());
-    for (job, worker) in starts {
-        results.push(
-            backend
-                .start_one(job, worker, attempts_max, lock_timeout_ms, false)
-                .await,
-        );
-    }
-    results
+    };
+    group_or_alone!(
+        starts,
+        starts.iter().map(|(job, _)| job),
+        "start",
+        group,
+        |start| backend.start_one(&start.0, &start.1, attempts_max, lock_timeout_ms, false)
+    )
 }
