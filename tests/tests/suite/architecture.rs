@@ -471,10 +471,7 @@ fn rust_path_problem(
 /// repository: it must exist up to its first placeholder (`<name>`, `{a,b}`, `*`).
 fn file_path_problem(path: &str) -> Option<String> {
     let first = path.split('/').next().unwrap_or_default();
-    if first.is_empty()
-        || first.starts_with('.') && first.len() == 1
-        || !root().join(first).exists()
-    {
+    if first.is_empty() || first == "." || !root().join(first).exists() {
         return None;
     }
     let fixed = path
