@@ -5,10 +5,12 @@
 //! as a whole stays within them. A request waits for its turn on both (governor's GCRA
 //! limiters); the wait is measured.
 //!
-//! A process spends [`SPENT_PERCENT`] of its share, evenly spaced (no bursts): a provider counts
-//! requests as they arrive, and network jitter, the workers' clocks and the provider's own way of
-//! counting (a token bucket, a window per second) must never turn a budget kept to the letter
-//! into a 429.
+//! A process spends its share less a request a second ([`spent_milli`]), evenly spaced (no
+//! bursts): a provider counts requests as they arrive, in a token bucket or in whole seconds. A
+//! process sending one request every `1/r` seconds sends at most `r` in any second; the request
+//! a second kept back is the room for one pushed across a second's boundary by network jitter,
+//! so that a budget kept to the letter never turns into a 429. A share under ten a second keeps
+//! a tenth back instead (at two a second, a whole request would be half of it).
 //!
 //! The budget also paces the source's jobs in the queue ([`Budget::job_turn`]): a process runs
 //! at most the jobs its share serves in [`JOBS_AHEAD`], and puts the others off, spaced at its
@@ -25,8 +27,11 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 
-/// The share of its budget a process spends, in percent.
-pub const SPENT_PERCENT: u64 = 90;
+/// What a process spends of a share of `milli_per_sec` thousandths of a request a second, in
+/// the same unit: the share less one request a second, or less a tenth of it under ten a second.
+pub fn spent_milli(milli_per_sec: u64) -> u64 {
+    milli_per_sec - (milli_per_sec / 10).min(1_000)
+}
 
 /// How often a request for history looks again whether its turn has come.
 const HISTORY_POLL: Duration = Duration::from_millis(5);
@@ -99,7 +104,7 @@ impl Budget {
     }
 
     /// This process' share of the whole budget, and of each endpoint's, in requests per second
-    /// (what it may send; it spends [`SPENT_PERCENT`] of each).
+    /// (what it may send; it spends [`spent_milli`] of each).
     pub fn per_sec(&self) -> (Decimal, Decimal) {
         let workers = self.share.read().map_or(1, |s| s.workers);
         let rate =
@@ -201,9 +206,9 @@ impl Budget {
     /// [`JOBS_AHEAD`], so that a backlog comes back at the pace its share serves it.
     pub fn job_turn(&self) -> Result<JobTurn<'_>, Duration> {
         let milli = self.share_milli_per_sec();
-        // Jobs its share serves in JOBS_AHEAD: milli / 1000 × percent / 100 × seconds.
-        let ahead = milli * SPENT_PERCENT * u64::try_from(JOBS_AHEAD.as_millis()).unwrap_or(0)
-            / 100_000_000;
+        // Jobs its share serves in JOBS_AHEAD: spent milli / 1000 × milliseconds / 1000.
+        let ahead =
+            spent_milli(milli) * u64::try_from(JOBS_AHEAD.as_millis()).unwrap_or(0) / 1_000_000;
         let cap = usize::try_from(ahead)
             .unwrap_or(usize::MAX)
             .max(JOBS_IN_FLIGHT_MIN);
@@ -281,15 +286,15 @@ impl Share {
     }
 }
 
-/// The time between two turns when [`SPENT_PERCENT`] of `milli_per_sec` thousandths of a request
-/// a second is spent.
+/// The time between two turns when a share of `milli_per_sec` thousandths of a request a second
+/// is spent ([`spent_milli`]).
 fn interval(milli_per_sec: u64) -> Duration {
-    // 1 s / (milli / 1000 × percent / 100), in nanoseconds.
-    let spent = (milli_per_sec * SPENT_PERCENT).max(1);
-    Duration::from_nanos(100_000_000_000_000 / spent)
+    // 1 s / (spent milli / 1000), in nanoseconds.
+    let spent = spent_milli(milli_per_sec).max(1);
+    Duration::from_nanos(1_000_000_000_000 / spent)
 }
 
-/// [`SPENT_PERCENT`] of `milli_per_sec` thousandths of a request a second, one at a time: each
+/// What a process spends of `milli_per_sec` thousandths of a request a second, one at a time: each
 /// waits a whole interval after the one before.
 fn limiter(milli_per_sec: u64) -> Arc<DefaultDirectRateLimiter> {
     let quota = Quota::with_period(interval(milli_per_sec))
@@ -317,8 +322,19 @@ mod tests {
     }
 
     #[test]
+    fn a_share_is_spent_less_a_request_a_second_or_a_tenth_under_ten() {
+        let spent = |milli| spent_milli(milli);
+        assert_eq!(spent(100_000), 99_000);
+        assert_eq!(spent(25_000), 24_000);
+        assert_eq!(spent(10_000), 9_000);
+        assert_eq!(spent(6_250), 5_625);
+        assert_eq!(spent(1_000), 900);
+        assert_eq!(interval(25_000), Duration::from_nanos(41_666_666));
+    }
+
+    #[test]
     fn jobs_beyond_what_the_share_serves_soon_are_put_off_at_its_pace() {
-        // Alone, 90 % of 10 a second: 9 jobs in a second, then one put off every 111 ms.
+        // Alone, 10 a second less one: 9 jobs in a second, then one put off every 111 ms.
         let budget = Budget::new("cards", 10, 10);
         let running: Vec<JobTurn<'_>> = (0..9)
             .map(|n| {
@@ -355,7 +371,7 @@ mod tests {
 
     #[tokio::test]
     async fn requests_waiting_when_the_fleet_grows_take_the_new_share() {
-        // Alone, 90 % of 10 a second; a second process joins while twenty requests wait.
+        // Alone, 10 a second less one; a second process joins while twenty requests wait.
         let budget = Arc::new(Budget::new("cards", 10, 10));
         let granted = Arc::new(AtomicUsize::new(0));
         let waiting: Vec<_> = (0..20)
@@ -391,10 +407,10 @@ mod tests {
         for _ in 0..12 {
             budget.acquire("balance_transaction").await;
         }
-        // 90 % of 20 a second, one at a time: one every 55.6 ms, so twelve take at least
+        // 20 a second less one, one at a time: one every 52.6 ms, so twelve take at least
         // eleven intervals.
         assert!(
-            started.elapsed() >= Duration::from_millis(600),
+            started.elapsed() >= Duration::from_millis(575),
             "{:?}",
             started.elapsed()
         );
@@ -422,7 +438,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_for_now_goes_before_a_backfills_that_waited_longer() {
-        // 90 % of 10 a second: a turn every 111 ms.
+        // 10 a second less one: a turn every 111 ms.
         let budget = Arc::new(Budget::new("cards", 1_000, 10));
         budget.acquire("balance_transactions").await;
         let order = Arc::new(Mutex::new(Vec::new()));

@@ -803,8 +803,8 @@ async fn part_stripe(results: &mut serde_json::Map<String, Value>) {
             "api_requests": requests, "verified": verified}),
         );
     }
-    // At Stripe's live limits: 25 retrievals a second to the one endpoint, 90 % of it spent, is
-    // 22.5 postings a second at best.
+    // At Stripe's live limits: 25 retrievals a second to the one endpoint, of which 24 are
+    // spent, is 24 postings a second at best.
     let limited = std::env::var("BENCH_STRIPE_LIMITED_EVENTS")
         .ok()
         .map_or(3_000, |v| v.parse().expect("a positive integer"));
