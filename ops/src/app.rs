@@ -252,7 +252,8 @@ fn internal_router(
     store: &Store,
     worker_health: Option<workers::WorkerHealth>,
 ) -> anyhow::Result<Router> {
-    let mut router = health::internal_router(store.clone(), worker_health);
+    // The ingress's database role reads nothing of the backlog (README.md, Database roles).
+    let mut router = health::internal_router(store.clone(), worker_health, role.serves_operators());
     let hosts = crate::hosts::AllowedHosts::new(&config.http.ops_hosts);
     if role.serves_operators() {
         let tokens = Arc::new(config.api_tokens()?);

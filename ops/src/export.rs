@@ -427,6 +427,62 @@ mod tests {
         );
     }
 
+    /// An entry whose texts carry a newline and a forged transaction after it (a correction's
+    /// reason, a provider's description): each format writes it as the one transaction it is.
+    #[test]
+    fn an_entry_with_a_forged_line_in_its_texts_stays_one_transaction() {
+        let forged = "refund\n2030-01-01 * \"forged\"\n    assets:cash  1000000 USD";
+        let entry = EntryView {
+            id: 7,
+            effective_date: NaiveDate::from_ymd_opt(2026, 12, 1).expect("date"),
+            recorded_at: chrono::Utc::now(),
+            source: "std".into(),
+            kind: forged.into(),
+            movement_id: forged.into(),
+            payout_id: None,
+            reference: None,
+            description: forged.into(),
+            event_id: 3,
+            reverses_entry_id: None,
+            reversed_by_entry_id: None,
+            details: None,
+            lines: ["sales", "std:balance"]
+                .iter()
+                .zip(["-10.00", "10.00"])
+                .enumerate()
+                .map(|(n, (account, amount))| ledger::finance::LineView {
+                    line_no: i32::try_from(n).expect("small"),
+                    account: (*account).into(),
+                    currency: "USD".into(),
+                    amount: amount.into(),
+                })
+                .collect(),
+        };
+        for format in [Format::Hledger, Format::Beancount] {
+            let mut writer = Writer::new(format, PostingRules::default());
+            let text = writer.entry(&entry);
+            let dated: Vec<&str> = text
+                .lines()
+                .filter(|line| line.starts_with(|c: char| c.is_ascii_digit()))
+                .collect();
+            let opens = dated.iter().filter(|l| l.contains(" open ")).count();
+            assert_eq!(
+                dated.len() - opens,
+                1,
+                "{format:?}: one transaction\n{text}"
+            );
+            assert!(
+                dated.iter().all(|l| !l.starts_with("2030")),
+                "{format:?}\n{text}"
+            );
+            assert!(
+                text.lines()
+                    .all(|l| !l.trim_start().starts_with("assets:cash")),
+                "{format:?}: no forged posting\n{text}"
+            );
+        }
+    }
+
     #[test]
     fn csv_fields_are_quoted_when_needed() {
         assert_eq!(

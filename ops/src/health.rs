@@ -21,6 +21,10 @@ struct Health {
     store: Store,
     /// `None` where this process runs no workers.
     workers: Option<WorkerHealth>,
+    /// Whether `/metrics` reads the fleet's backlog (queue, dead letters, conflicts, suspense,
+    /// pauses): not where the process' database role may not read them (the ingress's), where
+    /// the database's reachability is read from the schema's version alone.
+    reads_backlog: bool,
     /// When the store's gauges were last read: a scrape reads them again only after
     /// [`GAUGES_MAX_AGE`], so a flood of scrapes cannot load the database.
     gauges_read: Arc<Mutex<Option<Instant>>>,
@@ -34,14 +38,16 @@ pub fn public_router() -> Router {
     Router::new().route("/healthz", get(healthz))
 }
 
-/// The internal listener's: `/readyz` and `/metrics`, which read the store.
-pub fn internal_router(store: Store, workers: Option<WorkerHealth>) -> Router {
+/// The internal listener's: `/readyz` and `/metrics`, which read the store (the fleet's backlog
+/// too when `reads_backlog`).
+pub fn internal_router(store: Store, workers: Option<WorkerHealth>, reads_backlog: bool) -> Router {
     Router::new()
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(Health {
             store,
             workers,
+            reads_backlog,
             gauges_read: Arc::default(),
         })
 }
@@ -88,8 +94,20 @@ async fn metrics(State(health): State<Health>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
-/// Reads the backlog gauges from the store into the recorder.
+/// Reads the backlog gauges from the store into the recorder, or only whether the database
+/// answers where the process does not read the backlog.
 async fn refresh_gauges(health: &Health) {
+    if !health.reads_backlog {
+        let up = match health.store.ready().await {
+            Ok(()) => 1.0,
+            Err(error) => {
+                tracing::warn!(%error, "metrics: database unavailable");
+                0.0
+            }
+        };
+        metrics::gauge!("settle_database_up").set(up);
+        return;
+    }
     match health.store.gauges().await {
         Ok(gauges) => {
             metrics::gauge!("settle_queue_depth").set(gauges.queue_depth as f64);

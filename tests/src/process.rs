@@ -254,7 +254,8 @@ impl TransactionPooler {
                 pidfile = scratch.dir.join("pgbouncer.pid").display(),
             ),
         );
-        scratch.write("users.txt", "\"postgres\" \"\"\n");
+        // The owner, and the worker's login role (a fleet's worker connects as its runtime role).
+        scratch.write("users.txt", "\"postgres\" \"\"\n\"settle_t_worker\" \"\"\n");
         let as_root = std::env::var("USER").map(|u| u == "root").unwrap_or(true);
         let mut command = if as_root {
             let _ = std::process::Command::new("chmod")

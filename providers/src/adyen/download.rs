@@ -262,4 +262,48 @@ mod tests {
         assert_eq!(ReportHost::parse("https://ca-live.adyen.com/path"), None);
         assert_eq!(ReportHost::parse("ftp://ca-live.adyen.com"), None);
     }
+
+    /// An allowed host that answers with a redirect elsewhere: the download (and the lookup)
+    /// fail, and the report user's credentials go nowhere else.
+    #[tokio::test]
+    async fn a_redirect_is_not_followed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let elsewhere_addr = elsewhere.local_addr().expect("addr");
+        let redirecting = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let allowed = format!("http://{}", redirecting.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = redirecting.accept().await {
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let answer = format!(
+                    "HTTP/1.1 302 Found\r\nLocation: http://{elsewhere_addr}/r.csv\r\n\
+                     Content-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        let reports = AdyenReports::new(ReportSettings {
+            source: SourceName::parse("adyen").expect("name"),
+            auth: ReportAuth::Basic {
+                user: "report@Company.Shop".into(),
+                password: "hunter2-hunter2".into(),
+            },
+            hosts: vec![ReportHost::parse(&allowed).expect("host")],
+            bytes_max: 1 << 20,
+            timeout_ms: 2_000,
+        })
+        .expect("client");
+        let url = format!("{allowed}/reports/download/MerchantAccount/Shop/r.csv");
+        let error = reports.download(&url).await.expect_err("a redirect is an error");
+        assert!(format!("{error:?}").contains("302"), "{error:?}");
+        assert!(reports.exists(&url).await.is_err(), "a redirect is not a report found");
+        let followed =
+            tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
+        assert!(followed.is_err(), "nothing reached the redirect's target");
+    }
 }

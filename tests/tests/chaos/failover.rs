@@ -20,7 +20,7 @@ use serde_json::json;
 use tests::app::{
     AppOptions, FAST_WORKERS, STANDARD_SECRET, STRIPE_API_KEY, STRIPE_SECRET, charge, config_toml,
 };
-use tests::process::{Listen, Scratch, free_port, spawn_settle};
+use tests::process::{Listen, Scratch, free_port, run_settle, spawn_settle};
 use tests::sign::{now, standard_headers};
 use tests::stripe::Txn;
 use tokio::net::{TcpListener, TcpStream};
@@ -360,15 +360,26 @@ async fn failover(synchronous: bool) -> Measured {
     let listen = Listen::new();
     let _serve = spawn_settle(&scratch, "serve", &config, &url, &listen.args("serve"), &[]);
     wait_ready(&listen.ops_base()).await;
+    // The workers connect as a worker's runtime role (README.md, Database roles), granted on the
+    // primary (roles reach the standby with everything else); `serve` is the owner.
+    let (granted, output) = run_settle(&config, &url, &["db", "grant-roles"]).await;
+    assert!(granted, "grant-roles: {output}");
+    let owner = sqlx::PgPool::connect(&url).await.expect("connect");
+    sqlx::query("CREATE ROLE settle_t_worker LOGIN IN ROLE settle_worker")
+        .execute(&owner)
+        .await
+        .expect("the workers' login role");
+    owner.close().await;
+    let worker_url = tests::db::as_role(&url, "settle_worker");
     let _workers: Vec<_> = (0..2)
         .map(|i| {
             spawn_settle(
                 &scratch,
                 &format!("worker-{i}"),
                 &config,
-                &url,
+                &worker_url,
                 &["worker"],
-                &[],
+                &[("SETTLE_MIGRATE_ON_START", "false")],
             )
         })
         .collect();

@@ -85,7 +85,9 @@ async fn a_worker_behind_a_transaction_pooler_refuses_to_start_with_a_clear_mess
         "settle.toml",
         &config_toml(&app.database_url(), &AppOptions::default()),
     );
-    let pooled = pooler.url_for(&app.database_url());
+    // The worker connects as its runtime role, as a fleet's worker does.
+    let direct = tests::db::as_role(&app.database_url(), "settle_worker");
+    let pooled = pooler.url_for(&direct);
     let mut worker = spawn_settle(
         &scratch,
         "worker",
@@ -121,7 +123,7 @@ async fn a_worker_behind_a_transaction_pooler_refuses_to_start_with_a_clear_mess
         &["worker"],
         &[
             ("SETTLE_MIGRATE_ON_START", "false"),
-            ("WORKER_DATABASE_URL", &app.database_url()),
+            ("WORKER_DATABASE_URL", &direct),
         ],
     );
     tokio::time::sleep(Duration::from_secs(3)).await;

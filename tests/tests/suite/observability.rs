@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use ops::Role;
 use serde_json::json;
-use tests::app::{STANDARD_SECRET_UNKNOWN, charge, spawn_app};
+use tests::app::{AppOptions, STANDARD_SECRET_UNKNOWN, charge, spawn, spawn_app};
 use tests::sign::{now, standard_headers};
 
 /// `name{labels} value` lines of a Prometheus text page, by series.
@@ -127,6 +128,30 @@ async fn metrics_count_a_scripted_run() {
     assert_eq!(after.get("settle_queue_depth"), Some(&0));
     assert_eq!(after.get("settle_workers_running"), Some(&1));
     assert_eq!(after.get("settle_database_up"), Some(&1));
+}
+
+/// A fleet's processes with a listener each connect as their own database role; each reports its
+/// database up. The ingress's role may read none of the backlog the console reports (dead
+/// letters, the journal's suspense lines, pauses): its page says whether the database answers,
+/// and no more. (A worker process serves no HTTP.)
+#[tokio::test]
+async fn every_process_on_its_own_database_role_reports_its_database_up() {
+    for role in [Role::Ingress, Role::Console] {
+        let app = spawn(AppOptions {
+            role,
+            ..AppOptions::default()
+        })
+        .await;
+        let page = scrape(&app).await;
+        assert_eq!(
+            page.get("settle_database_up"),
+            Some(&1),
+            "{role:?}: {page:?}"
+        );
+        let backlog = page.contains_key("settle_dead_letters_open{error_class=\"permanent\"}");
+        assert_eq!(backlog, role != Role::Ingress, "{role:?}: {page:?}");
+        app.stop().await;
+    }
 }
 
 #[tokio::test]

@@ -26,7 +26,8 @@ async fn refused(pool: &sqlx::PgPool, sql: &str) -> String {
 }
 
 /// As any runtime role, PostgreSQL refuses to change a journal line, to switch a journal
-/// trigger off, to replace the function a trigger calls, and to create a function.
+/// trigger off, to replace the function a trigger calls, to create a function, and to run a
+/// program on the database's host.
 #[tokio::test]
 async fn no_runtime_role_can_change_the_journal_or_its_guards() {
     let app = spawn(AppOptions::default()).await;
@@ -55,6 +56,8 @@ async fn no_runtime_role_can_change_the_journal_or_its_guards() {
             "CREATE FUNCTION settle_backdoor() RETURNS int LANGUAGE sql AS 'SELECT 1'",
         )
         .await;
+        // A program run by the database server's own user.
+        refused(&pool, "COPY (SELECT 1) TO PROGRAM 'true'").await;
         pool.close().await;
     }
     assert_eq!(app.count("journal_entries").await, 3);
@@ -94,6 +97,54 @@ async fn verify_fails_while_a_runtime_role_could_alter_the_journal() {
     );
     let (migrated, output) = run_settle(&config, &app.database_url(), &["migrate"]).await;
     assert!(migrated, "{output}");
+    assert!(app.failed_invariants().await.is_empty());
+}
+
+/// `settle verify` names a runtime role that owns the function a journal trigger calls, owns
+/// a table, or may add triggers to a guarded one: each could switch a guard off. (Making a
+/// runtime role a superuser is not tried here: roles are the cluster's, shared by every test
+/// database.)
+#[tokio::test]
+async fn verify_fails_while_a_runtime_role_owns_a_guard_or_may_add_triggers() {
+    let app = spawn(AppOptions::default()).await;
+    assert!(app.failed_invariants().await.is_empty());
+    let owner: String = sqlx::query_scalar(
+        "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE relname = 'journal_lines'",
+    )
+    .fetch_one(app.pg())
+    .await
+    .expect("owner");
+    let pool = app.pg().clone();
+    let run = |sql: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .execute(&pool)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+    };
+    run("ALTER FUNCTION journal_refuse_change() OWNER TO settle_console".into()).await;
+    run("ALTER TABLE feed_cursors OWNER TO settle_worker".into()).await;
+    run("GRANT TRIGGER ON settlement_events TO settle_ingress".into()).await;
+    let failed = app.failed_invariants().await;
+    let check = failed
+        .iter()
+        .find(|f| f.starts_with("runtime_roles_cannot_alter_the_journal"))
+        .unwrap_or_else(|| panic!("{failed:?}"));
+    for said in [
+        "role settle_console owns function journal_refuse_change()",
+        "role settle_worker owns feed_cursors",
+        "role settle_ingress may trigger settlement_events",
+    ] {
+        assert!(check.contains(said), "{said}: {check}");
+    }
+    run(format!(
+        "ALTER FUNCTION journal_refuse_change() OWNER TO \"{owner}\""
+    ))
+    .await;
+    run(format!("ALTER TABLE feed_cursors OWNER TO \"{owner}\"")).await;
+    run("REVOKE TRIGGER ON settlement_events FROM settle_ingress".into()).await;
     assert!(app.failed_invariants().await.is_empty());
 }
 
