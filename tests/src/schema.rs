@@ -16,8 +16,9 @@ pub fn snapshot_path(backend: &str) -> PathBuf {
 }
 
 /// Settle's own tables (the queue's are apalis'), as both backends name them.
-pub const TABLES: [&str; 8] = [
+pub const TABLES: [&str; 9] = [
     "audit_log",
+    "balance_deltas",
     "dead_letters",
     "event_conflicts",
     "job_attempts",

@@ -30,6 +30,8 @@ use crate::wake::NotifyOrTick;
 /// twice the longest lag of a busy worker's heartbeat seen on a loaded 2-core machine (5 s).
 const BUDGET_WINDOW_MIN: Duration = Duration::from_secs(10);
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
+/// How often a worker process folds the balances kept by day.
+const BALANCES_FOLD_EVERY: Duration = Duration::from_secs(10);
 const RESTART_BACKOFF_FIRST: Duration = Duration::from_millis(500);
 /// Who expires payloads, in the erasures' audit.
 pub const PRUNE_ACTOR: &str = "settle (retention)";
@@ -139,6 +141,7 @@ impl Workers {
             self.settings.clone(),
             shutdown.clone(),
         ));
+        tokio::spawn(balances_loop(self.store.clone(), shutdown.clone()));
         if let Some((policy, every)) = &self.retention {
             tokio::spawn(prune_loop(
                 self.store.clone(),
@@ -344,6 +347,25 @@ async fn sweep_loop(store: Store, settings: WorkerSettings, shutdown: Cancellati
                 warn!(count, "sweep re-enqueued stranded events");
             }
             Err(error) => warn!(%error, "sweep failed"),
+        }
+    }
+}
+
+/// Folds the balances kept by day every [`BALANCES_FOLD_EVERY`], so a balance read sums about a
+/// row per account, currency and day however many postings wrote them (safe from every worker
+/// process at once: see `Store::compact_balances`).
+async fn balances_loop(store: Store, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(BALANCES_FOLD_EVERY);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        match store.compact_balances().await {
+            Ok(folded) => {
+                metrics::counter!("settle_balance_rows_folded_total").increment(folded);
+            }
+            Err(error) => warn!(%error, "folding the balances kept failed"),
         }
     }
 }

@@ -803,6 +803,13 @@ impl Store {
         on_backend!(self, store => store.balances(query).await)
     }
 
+    /// Folds the balances kept by day (what each posting added) into a row per account,
+    /// currency and day, keeping every sum; answers how many rows it folded. Safe beside
+    /// postings and from every worker process at once.
+    pub async fn compact_balances(&self) -> Result<u64, StoreError> {
+        on_backend!(self, store => store.compact_balances().await)
+    }
+
     /// Events matching `filter`, newest first, a page after `page.cursor` (an id).
     pub async fn search_events(
         &self,

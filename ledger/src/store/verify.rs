@@ -130,7 +130,7 @@ pub(super) const CHECKS: &[CheckSql] = &[
              'audit_log_no_truncate', 'payout_items_immutable', 'payout_items_no_truncate',
              'payload_erasures_immutable', 'payload_erasures_no_truncate', 'source_pauses_guard',
              'source_pauses_no_truncate', 'journal_corrections_immutable',
-             'journal_corrections_no_truncate']) AS name
+             'journal_corrections_no_truncate', 'journal_lines_to_balance_deltas']) AS name
          WHERE NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgname = name AND t.tgenabled = 'O')",
         sqlite: "SELECT 'trigger ' || t.value || ' missing' FROM json_each(json_array(
              'journal_entries_no_update', 'journal_entries_no_delete', 'journal_lines_no_update',
@@ -139,12 +139,30 @@ pub(super) const CHECKS: &[CheckSql] = &[
              'audit_log_no_delete', 'payout_items_no_update', 'payout_items_no_delete',
              'settlement_events_payload_in_use', 'payload_erasures_no_update', 'payload_erasures_no_delete',
              'source_pauses_only_resumed', 'source_pauses_no_delete', 'journal_corrections_no_update',
-             'journal_corrections_no_delete')) AS t
+             'journal_corrections_no_delete', 'journal_entries_to_balance_deltas')) AS t
          WHERE NOT EXISTS (SELECT 1 FROM sqlite_master m WHERE m.type = 'trigger' AND m.name = t.value)",
     },
     CheckSql {
+        name: "balances_kept_equal_the_journal",
+        description: "the balances kept by account, currency and effective date (what balance reads sum) equal the journal's lines",
+        postgres: "SELECT account || ' ' || currency || ' on ' || effective_date || ': off by ' || sum(amount)
+         FROM (SELECT l.account, l.currency, e.effective_date, l.amount
+               FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+               UNION ALL
+               SELECT account, currency, effective_date, -amount FROM balance_deltas) AS both_sides
+         GROUP BY account, currency, effective_date HAVING sum(amount) <> 0
+         ORDER BY 1",
+        sqlite: "SELECT account || ' ' || currency || ' on ' || effective_date || ': off by ' || sum(amount_minor)
+         FROM (SELECT l.account, l.currency, e.effective_date, l.amount_minor
+               FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+               UNION ALL
+               SELECT account, currency, effective_date, -amount_minor FROM balance_deltas) AS both_sides
+         GROUP BY account, currency, effective_date HAVING sum(amount_minor) <> 0
+         ORDER BY 1",
+    },
+    CheckSql {
         name: "runtime_roles_cannot_alter_the_journal",
-        description: "no runtime role (settle_ingress, settle_worker, settle_console, or a role that is one) is a superuser, owns a table or function, may create in the schema, may update or delete an append-only row, or may truncate or add triggers to a guarded table (an SQLite file has one user)",
+        description: "no runtime role (settle_ingress, settle_worker, settle_console, or a role that is one) is a superuser, owns a table or function, may create in the schema, may update or delete an append-only row, may write the balances kept, or may truncate or add triggers to a guarded table (an SQLite file has one user)",
         postgres: RUNTIME_ROLES_CANNOT_ALTER_THE_JOURNAL,
         sqlite: "SELECT '' WHERE 0",
     },
@@ -171,6 +189,10 @@ const RUNTIME_ROLES_CANNOT_ALTER_THE_JOURNAL: &str = "WITH RECURSIVE members(oid
          SELECT 'role ' || r.rolname || ' may ' || p.privilege || ' ' || g.rel
            FROM runtime r CROSS JOIN guarded g CROSS JOIN (VALUES ('truncate'), ('trigger')) p(privilege)
            WHERE NOT r.rolsuper AND has_table_privilege(r.oid, 'public.' || g.rel, p.privilege)
+         UNION ALL
+         SELECT 'role ' || r.rolname || ' may ' || p.privilege || ' balance_deltas'
+           FROM runtime r CROSS JOIN (VALUES ('insert'), ('update'), ('delete')) p(privilege)
+           WHERE NOT r.rolsuper AND has_table_privilege(r.oid, 'public.balance_deltas', p.privilege)
          UNION ALL
          SELECT 'role ' || r.rolname || ' owns ' || c.oid::regclass::text
            FROM runtime r JOIN pg_class c ON pg_has_role(r.oid, c.relowner, 'USAGE')

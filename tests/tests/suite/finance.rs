@@ -3,10 +3,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use ledger::finance::BalanceQuery;
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 use tests::TestApp;
-use tests::app::{AppOptions, FINANCE_TOKEN, canonical, config_toml, spawn_app};
+use tests::app::{AppOptions, Backend, FINANCE_TOKEN, canonical, config_toml, spawn, spawn_app};
 use tests::process::{Scratch, run_settle};
 
 const CURRENCIES: [(&str, u32); 4] = [("USD", 2), ("EUR", 2), ("JPY", 0), ("KWD", 3)];
@@ -226,6 +227,97 @@ fn balances_of(json: &Value) -> BTreeMap<(String, String), Decimal> {
             )
         })
         .collect()
+}
+
+tests::on_both_backends!(balances_read_from_the_days_kept_equal_the_journals_lines);
+
+/// Balances as of a date are read from the balances kept by day, which the journal's own
+/// insert writes: equal, date by date, to the independent sums and to the lines' own sums (a
+/// read as recorded later than everything); folding the days keeps every sum and leaves a row
+/// per account, currency and day; `settle verify` names a day whose kept balance is off.
+async fn balances_read_from_the_days_kept_equal_the_journals_lines(backend: Backend) {
+    let app = spawn(AppOptions::on(backend)).await;
+    let (events, _) = generate();
+    deliver(&app, &events).await;
+    let from_lines = chrono::Utc::now() + chrono::Duration::days(1);
+    let read = |as_of: Option<chrono::NaiveDate>, recorded_at| {
+        let store = app.store.clone();
+        async move {
+            store
+                .balances(BalanceQuery { as_of, recorded_at })
+                .await
+                .expect("balances")
+                .into_iter()
+                .map(|row| {
+                    let balance: Decimal = row.balance.parse().expect("decimal");
+                    ((row.account, row.currency), balance)
+                })
+                .collect::<BTreeMap<_, _>>()
+        }
+    };
+    let check = |when: &'static str| {
+        let (events, read) = (&events, &read);
+        async move {
+            for day in [1, 3, 6, 8, 30] {
+                let date = chrono::NaiveDate::from_ymd_opt(2026, 11, day).expect("date");
+                let kept = read(Some(date), None).await;
+                assert_eq!(
+                    kept,
+                    expected_balances(events, day),
+                    "{when}: as of day {day}"
+                );
+                assert_eq!(
+                    kept,
+                    read(Some(date), Some(from_lines)).await,
+                    "{when}: day {day}"
+                );
+            }
+            assert_eq!(
+                read(None, None).await,
+                read(None, Some(from_lines)).await,
+                "{when}"
+            );
+        }
+    };
+    check("as posted").await;
+    app.store.compact_balances().await.expect("fold");
+    check("folded").await;
+    let rows = app.scalar("SELECT count(*) FROM balance_deltas").await;
+    let days = app
+        .scalar(
+            "SELECT count(*) FROM (SELECT DISTINCT account, currency, effective_date
+                                   FROM balance_deltas) AS days",
+        )
+        .await;
+    assert_eq!(
+        rows, days,
+        "a row per account, currency and day once folded"
+    );
+    assert!(app.failed_invariants().await.is_empty());
+
+    let amount = match backend {
+        Backend::Postgres => "amount = amount + 0.01",
+        Backend::Sqlite => "amount_minor = amount_minor + 1",
+    };
+    let day = "account || ' ' || currency || ' on ' || effective_date";
+    let changed = app
+        .texts(&format!(
+            "SELECT {day} FROM balance_deltas ORDER BY 1 LIMIT 1"
+        ))
+        .await
+        .remove(0);
+    app.exec(&format!(
+        "UPDATE balance_deltas SET {amount} WHERE {day} = '{changed}'"
+    ))
+    .await
+    .expect("a kept balance changed behind the journal's back");
+    let failed = app.failed_invariants().await;
+    assert!(
+        failed
+            .iter()
+            .any(|f| f.starts_with("balances_kept_equal_the_journal") && f.contains(&changed)),
+        "{changed}: {failed:?}"
+    );
 }
 
 #[tokio::test]

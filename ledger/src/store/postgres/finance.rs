@@ -45,16 +45,26 @@ impl PgStore {
         &self,
         query: BalanceQuery,
     ) -> Result<Vec<BalanceRow>, StoreError> {
-        let rows: Vec<(String, String, Decimal)> = sqlx::query_as(
-            "SELECT l.account, l.currency, sum(l.amount) FROM journal_lines l
-             JOIN journal_entries je ON je.id = l.entry_id
-             WHERE ($1::date IS NULL OR je.effective_date <= $1)
-               AND ($2::timestamptz IS NULL OR je.recorded_at <= $2)
-             GROUP BY l.account, l.currency HAVING sum(l.amount) <> 0
-             ORDER BY l.account, l.currency",
-        )
-        .bind(query.as_of)
-        .bind(query.recorded_at)
+        // As of a date, from the balances kept by day; as recorded at a moment, from the lines
+        // (the days do not say when their amounts were recorded).
+        let rows: Vec<(String, String, Decimal)> = match query.recorded_at {
+            None => sqlx::query_as(
+                "SELECT account, currency, sum(amount) FROM balance_deltas
+                 WHERE $1::date IS NULL OR effective_date <= $1
+                 GROUP BY account, currency HAVING sum(amount) <> 0
+                 ORDER BY account, currency",
+            )
+            .bind(query.as_of),
+            Some(recorded_at) => sqlx::query_as(
+                "SELECT l.account, l.currency, sum(l.amount) FROM journal_lines l
+                 JOIN journal_entries je ON je.id = l.entry_id
+                 WHERE ($1::date IS NULL OR je.effective_date <= $1) AND je.recorded_at <= $2
+                 GROUP BY l.account, l.currency HAVING sum(l.amount) <> 0
+                 ORDER BY l.account, l.currency",
+            )
+            .bind(query.as_of)
+            .bind(recorded_at),
+        }
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
@@ -65,6 +75,15 @@ impl PgStore {
                 currency,
             })
             .collect())
+    }
+
+    /// Folds the balances kept by day into a row per account, currency and day; answers how
+    /// many rows it folded.
+    pub(in crate::store) async fn compact_balances(&self) -> Result<u64, StoreError> {
+        let folded: i64 = sqlx::query_scalar("SELECT balance_deltas_compact()")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(folded).unwrap_or_default())
     }
 
     pub(in crate::store) async fn open_receivables(
