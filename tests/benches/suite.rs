@@ -17,7 +17,8 @@
 //!    transaction from a fake Stripe API that answers in 0 ms and in 50 ms.
 //!
 //! 6. Adyen: one settlement details report. 7. Stripe's feed: a backfill and a steady stream
-//!    against a fake Stripe API enforcing Stripe's rate limits.
+//!    against a fake Stripe API enforcing Stripe's rate limits. Finance reads over a seeded journal
+//!    of a large merchant's size (`BENCH_PARTS=finance`).
 //!
 //! `settle verify` runs on every store a benchmark filled. Results go to
 //! `target/bench/results.json` and to stdout.
@@ -1492,6 +1493,146 @@ async fn part_search(results: &mut serde_json::Map<String, Value>) {
     store.close().await;
 }
 
+/// Finance reads over a large journal (`BENCH_FINANCE_LINES`, default 1,000,000): entries of
+/// three lines (a source's balance, its fees, sales) over three sources, USD/EUR/JPY and a year of
+/// dates, seeded in SQL (the journal's triggers off while seeding, the balances kept by day then
+/// written from the lines, as the migration that made them writes them), then each read 30 times:
+/// balances now, as of a date (both from the balances kept by day), as recorded at a moment
+/// (from the lines), and the journal's first page. p50 and p99 by rank.
+async fn part_finance(results: &mut serde_json::Map<String, Value>) {
+    use ledger::finance::{BalanceQuery, JournalFilter};
+    let lines: i64 = std::env::var("BENCH_FINANCE_LINES")
+        .ok()
+        .map_or(1_000_000, |v| v.parse().expect("a positive integer"));
+    let entries = lines / 3;
+    println!("\nfinance reads (PostgreSQL, {lines} journal lines, {entries} entries)");
+    let db = TestDb::create().await;
+    let store = ledger::Store::connect(&db.url, &ledger::StoreOptions::default())
+        .await
+        .expect("store");
+    store.migrate().await.expect("migrate");
+    let pool = db.pool().await;
+    let seeded = Instant::now();
+    let mut seeder = pool.acquire().await.expect("a connection");
+    sqlx::raw_sql(
+        "SET session_replication_role = replica;
+         INSERT INTO settlement_events (source, external_id, status, kind, movement_id, fingerprint, facts, payload, job_id)
+         VALUES ('s1', 'seed', 'posted', 'charge_settled', 'seed', repeat('a', 64), '{}'::jsonb, '{}', 'seed')",
+    )
+    .execute(&mut *seeder)
+    .await
+    .expect("seed the event");
+    let chunk = 500_000;
+    for first in (1..=entries).step_by(chunk) {
+        let last = (first + chunk as i64 - 1).min(entries);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "WITH entries AS (
+                 INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id,
+                                              request_fingerprint, effective_date, description,
+                                              details, recorded_at)
+                 SELECT 'seed/' || g, (SELECT min(id) FROM settlement_events),
+                        's' || (g % 3 + 1), 'charge_settled', 'mv_' || g, repeat('a', 64),
+                        current_date - 365 + (g * 365 / {entries})::int, 'seeded', '{{}}'::jsonb,
+                        now() - interval '1 day' + g * interval '1 microsecond'
+                 FROM generate_series({first}, {last}) AS g
+                 RETURNING id, source)
+             INSERT INTO journal_lines (entry_id, line_no, account, currency, amount)
+             SELECT e.id, line.no,
+                    CASE line.no WHEN 1 THEN e.source || ':balance' WHEN 2 THEN 'fees:' || e.source
+                                 ELSE 'sales' END,
+                    (ARRAY['USD', 'EUR', 'JPY'])[e.id % 3 + 1],
+                    CASE line.no WHEN 1 THEN 96.80 WHEN 2 THEN 3.20 ELSE -100 END
+             FROM entries e CROSS JOIN generate_series(1, 3) AS line(no)"
+        )))
+        .execute(&mut *seeder)
+        .await
+        .expect("seed the journal");
+    }
+    sqlx::raw_sql(
+        "SET session_replication_role = DEFAULT;
+         INSERT INTO balance_deltas (account, currency, effective_date, amount)
+         SELECT l.account, l.currency, e.effective_date, sum(l.amount)
+         FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+         GROUP BY l.account, l.currency, e.effective_date;
+         ANALYZE",
+    )
+    .execute(&mut *seeder)
+    .await
+    .expect("the balances kept");
+    drop(seeder);
+    println!("  seeded in {} s", seeded.elapsed().as_secs());
+    let verified = Instant::now();
+    let failed: Vec<_> = store
+        .verify()
+        .await
+        .expect("verify")
+        .into_iter()
+        .filter(|c| c.violations > 0 && c.name == "balances_kept_equal_the_journal")
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    println!(
+        "  settle verify's check of the balances kept: {} ms",
+        verified.elapsed().as_millis()
+    );
+    let mid_year = chrono::Utc::now().date_naive() - chrono::Duration::days(180);
+    let recorded = chrono::Utc::now() - chrono::Duration::hours(12);
+    let reads: Vec<(&str, BalanceQuery)> = vec![
+        (
+            "balances",
+            BalanceQuery {
+                as_of: None,
+                recorded_at: None,
+            },
+        ),
+        (
+            "balances as of a date",
+            BalanceQuery {
+                as_of: Some(mid_year),
+                recorded_at: None,
+            },
+        ),
+        (
+            "balances as recorded (from the lines)",
+            BalanceQuery {
+                as_of: None,
+                recorded_at: Some(recorded),
+            },
+        ),
+    ];
+    let mut rows = Vec::new();
+    let summary = |name: &str, mut samples: Vec<u64>, rows: &mut Vec<Value>| {
+        samples.sort_unstable();
+        let at = |percent: usize| samples[(samples.len() - 1) * percent / 100];
+        let ms = |us: u64| format!("{}.{:02}", us / 1000, us % 1000 / 10);
+        let (p50, p99) = (at(50), at(99));
+        println!("  {name:<42} p50 {:>9} ms  p99 {:>9} ms", ms(p50), ms(p99));
+        rows.push(json!({"read": name, "p50_us": p50, "p99_us": p99}));
+    };
+    for (name, query) in reads {
+        let mut samples = Vec::with_capacity(30);
+        for _ in 0..30 {
+            let started = Instant::now();
+            let balances = store.balances(query).await.expect("balances");
+            samples.push(started.elapsed().as_micros() as u64);
+            assert!(!balances.is_empty(), "{name}");
+        }
+        summary(name, samples, &mut rows);
+    }
+    let mut samples = Vec::with_capacity(30);
+    for _ in 0..30 {
+        let started = Instant::now();
+        let page = store
+            .journal(&JournalFilter::default(), None, 50)
+            .await
+            .expect("journal");
+        samples.push(started.elapsed().as_micros() as u64);
+        assert!(!page.items.is_empty());
+    }
+    summary("journal, first page of 50", samples, &mut rows);
+    results.insert("finance".into(), json!({"lines": lines, "reads": rows}));
+    store.close().await;
+}
+
 /// Bulk requeue of 10,000 open dead letters, as the CLI, the API and the dashboard do it
 /// (`ops::actions`: what the filter matches, at most `BULK_LIMIT_MAX` at a time, each item its
 /// own audited transaction with a fresh job), on both backends.
@@ -1782,6 +1923,9 @@ async fn main() {
     }
     if wanted("bulk") {
         part_bulk(&mut results).await;
+    }
+    if wanted("finance") {
+        part_finance(&mut results).await;
     }
     let text = serde_json::to_string_pretty(&Value::Object(results)).expect("json");
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
