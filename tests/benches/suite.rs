@@ -1497,8 +1497,8 @@ async fn part_search(results: &mut serde_json::Map<String, Value>) {
 /// three lines (a source's balance, its fees, sales) over three sources, USD/EUR/JPY and a year of
 /// dates, seeded in SQL (the journal's triggers off while seeding, the balances kept by day then
 /// written from the lines, as the migration that made them writes them), then each read 30 times:
-/// balances now, as of a date (both from the balances kept by day), as recorded at a moment
-/// (from the lines), and the journal's first page. p50 and p99 by rank.
+/// balances now, as of a date, as recorded an hour and 30 days ago (from the balances kept by
+/// day, less the entries recorded since), and the journal's first page. p50 and p99 by rank.
 async fn part_finance(results: &mut serde_json::Map<String, Value>) {
     use ledger::finance::{BalanceQuery, JournalFilter};
     let lines: i64 = std::env::var("BENCH_FINANCE_LINES")
@@ -1533,7 +1533,7 @@ async fn part_finance(results: &mut serde_json::Map<String, Value>) {
                  SELECT 'seed/' || g, (SELECT min(id) FROM settlement_events),
                         's' || (g % 3 + 1), 'charge_settled', 'mv_' || g, repeat('a', 64),
                         current_date - 365 + (g * 365 / {entries})::int, 'seeded', '{{}}'::jsonb,
-                        now() - interval '1 day' + g * interval '1 microsecond'
+                        now() - interval '366 days' + g * (interval '365 days' / {entries})
                  FROM generate_series({first}, {last}) AS g
                  RETURNING id, source)
              INSERT INTO journal_lines (entry_id, line_no, account, currency, amount)
@@ -1575,7 +1575,8 @@ async fn part_finance(results: &mut serde_json::Map<String, Value>) {
         verified.elapsed().as_millis()
     );
     let mid_year = chrono::Utc::now().date_naive() - chrono::Duration::days(180);
-    let recorded = chrono::Utc::now() - chrono::Duration::hours(12);
+    let hour_ago = chrono::Utc::now() - chrono::Duration::hours(1);
+    let month_ago = chrono::Utc::now() - chrono::Duration::days(30);
     let reads: Vec<(&str, BalanceQuery)> = vec![
         (
             "balances",
@@ -1592,10 +1593,17 @@ async fn part_finance(results: &mut serde_json::Map<String, Value>) {
             },
         ),
         (
-            "balances as recorded (from the lines)",
+            "balances as recorded an hour ago",
             BalanceQuery {
                 as_of: None,
-                recorded_at: Some(recorded),
+                recorded_at: Some(hour_ago),
+            },
+        ),
+        (
+            "balances as recorded 30 days ago",
+            BalanceQuery {
+                as_of: None,
+                recorded_at: Some(month_ago),
             },
         ),
     ];

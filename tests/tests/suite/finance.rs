@@ -231,15 +231,28 @@ fn balances_of(json: &Value) -> BTreeMap<(String, String), Decimal> {
 
 tests::on_both_backends!(balances_read_from_the_days_kept_equal_the_journals_lines);
 
-/// Balances as of a date are read from the balances kept by day, which the journal's own
-/// insert writes: equal, date by date, to the independent sums and to the lines' own sums (a
-/// read as recorded later than everything); folding the days keeps every sum and leaves a row
-/// per account, currency and day; `settle verify` names a day whose kept balance is off.
+/// Balances are read from the balances kept by day, which the journal's own insert writes (as
+/// recorded at a moment: less the entries recorded after it): equal, date by date, to the
+/// independent sums, before and after a late entry, as posted and once the days are folded
+/// (which leaves a row per account, currency and day); `settle verify` names a day whose kept
+/// balance is off.
 async fn balances_read_from_the_days_kept_equal_the_journals_lines(backend: Backend) {
     let app = spawn(AppOptions::on(backend)).await;
-    let (events, _) = generate();
+    let (mut events, _) = generate();
     deliver(&app, &events).await;
-    let from_lines = chrono::Utc::now() + chrono::Duration::days(1);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let before_late = chrono::Utc::now();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let late = Generated {
+        id: "late_fee".into(),
+        kind: "fee",
+        day: 2,
+        currency: "USD",
+        exponent: 2,
+        payout: None,
+        amounts: vec![("amount", 999)],
+    };
+    deliver(&app, std::slice::from_ref(&late)).await;
     let read = |as_of: Option<chrono::NaiveDate>, recorded_at| {
         let store = app.store.clone();
         async move {
@@ -255,26 +268,29 @@ async fn balances_read_from_the_days_kept_equal_the_journals_lines(backend: Back
                 .collect::<BTreeMap<_, _>>()
         }
     };
+    let without_late = events.clone();
+    events.push(late);
     let check = |when: &'static str| {
-        let (events, read) = (&events, &read);
+        let (events, without_late, read) = (&events, &without_late, &read);
         async move {
-            for day in [1, 3, 6, 8, 30] {
+            for day in [1, 2, 3, 6, 8, 30] {
                 let date = chrono::NaiveDate::from_ymd_opt(2026, 11, day).expect("date");
-                let kept = read(Some(date), None).await;
+                let now = read(Some(date), None).await;
                 assert_eq!(
-                    kept,
+                    now,
                     expected_balances(events, day),
                     "{when}: as of day {day}"
                 );
+                let then = read(Some(date), Some(before_late)).await;
+                let expected = expected_balances(without_late, day);
                 assert_eq!(
-                    kept,
-                    read(Some(date), Some(from_lines)).await,
-                    "{when}: day {day}"
+                    then, expected,
+                    "{when}: as of day {day}, recorded before the late fee"
                 );
             }
             assert_eq!(
                 read(None, None).await,
-                read(None, Some(from_lines)).await,
+                expected_balances(events, 30),
                 "{when}"
             );
         }

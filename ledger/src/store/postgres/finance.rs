@@ -45,26 +45,23 @@ impl PgStore {
         &self,
         query: BalanceQuery,
     ) -> Result<Vec<BalanceRow>, StoreError> {
-        // As of a date, from the balances kept by day; as recorded at a moment, from the lines
-        // (the days do not say when their amounts were recorded).
-        let rows: Vec<(String, String, Decimal)> = match query.recorded_at {
-            None => sqlx::query_as(
-                "SELECT account, currency, sum(amount) FROM balance_deltas
+        // From the balances kept by day, less (as recorded at a moment) the lines of the entries
+        // recorded after it, found by their recording time: one statement, one snapshot.
+        let rows: Vec<(String, String, Decimal)> = sqlx::query_as(
+            "SELECT account, currency, sum(amount) FROM (
+                 SELECT account, currency, amount FROM balance_deltas
                  WHERE $1::date IS NULL OR effective_date <= $1
-                 GROUP BY account, currency HAVING sum(amount) <> 0
-                 ORDER BY account, currency",
-            )
-            .bind(query.as_of),
-            Some(recorded_at) => sqlx::query_as(
-                "SELECT l.account, l.currency, sum(l.amount) FROM journal_lines l
-                 JOIN journal_entries je ON je.id = l.entry_id
-                 WHERE ($1::date IS NULL OR je.effective_date <= $1) AND je.recorded_at <= $2
-                 GROUP BY l.account, l.currency HAVING sum(l.amount) <> 0
-                 ORDER BY l.account, l.currency",
-            )
-            .bind(query.as_of)
-            .bind(recorded_at),
-        }
+                 UNION ALL
+                 SELECT l.account, l.currency, -l.amount
+                 FROM journal_entries je JOIN journal_lines l ON l.entry_id = je.id
+                 WHERE $2::timestamptz IS NOT NULL AND je.recorded_at > $2
+                   AND ($1::date IS NULL OR je.effective_date <= $1)
+             ) AS kept
+             GROUP BY account, currency HAVING sum(amount) <> 0
+             ORDER BY account, currency",
+        )
+        .bind(query.as_of)
+        .bind(query.recorded_at)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows

@@ -46,26 +46,23 @@ impl SqliteStore {
         &self,
         query: BalanceQuery,
     ) -> Result<Vec<BalanceRow>, StoreError> {
-        // As of a date, from the balances kept by day; as recorded at a moment, from the lines
-        // (the days do not say when their amounts were recorded).
-        let rows: Vec<(String, String, i64)> = match query.recorded_at {
-            None => sqlx::query_as(
-                "SELECT account, currency, sum(amount_minor) FROM balance_deltas
+        // From the balances kept by day, less (as recorded at a moment) the lines of the entries
+        // recorded after it, found by their recording time: one statement, one snapshot.
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT account, currency, sum(amount_minor) FROM (
+                 SELECT account, currency, amount_minor FROM balance_deltas
                  WHERE ?1 IS NULL OR effective_date <= ?1
-                 GROUP BY account, currency HAVING sum(amount_minor) <> 0
-                 ORDER BY account, currency",
-            )
-            .bind(query.as_of),
-            Some(recorded_at) => sqlx::query_as(
-                "SELECT l.account, l.currency, sum(l.amount_minor) FROM journal_lines l
-                 JOIN journal_entries je ON je.id = l.entry_id
-                 WHERE (?1 IS NULL OR je.effective_date <= ?1) AND je.recorded_at <= ?2
-                 GROUP BY l.account, l.currency HAVING sum(l.amount_minor) <> 0
-                 ORDER BY l.account, l.currency",
-            )
-            .bind(query.as_of)
-            .bind(recorded_at),
-        }
+                 UNION ALL
+                 SELECT l.account, l.currency, -l.amount_minor
+                 FROM journal_entries je JOIN journal_lines l ON l.entry_id = je.id
+                 WHERE ?2 IS NOT NULL AND je.recorded_at > ?2
+                   AND (?1 IS NULL OR je.effective_date <= ?1)
+             ) AS kept
+             GROUP BY account, currency HAVING sum(amount_minor) <> 0
+             ORDER BY account, currency",
+        )
+        .bind(query.as_of)
+        .bind(query.recorded_at)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
