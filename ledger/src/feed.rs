@@ -235,7 +235,6 @@ impl Opening {
             details: json!({"opening_balance_at": self.since.to_rfc3339(),
                             "currency": currency.code(), "net": net.to_string()}),
             provider_category: "opening_balance".to_owned(),
-            legacy_source_key: None,
             counter_amount: None,
             compared: Compared::Everything,
         })

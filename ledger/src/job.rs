@@ -82,6 +82,14 @@ pub fn start_gate(
     }
 }
 
+/// Whether a job that has started `started` attempts has none left (`attempts_max` in all): the
+/// one rule both the start (an attempt found dead was the last) and a failed attempt's decision
+/// apply. (The PostgreSQL start function states it again in SQL; the conformance suite holds
+/// the two to the same answers.)
+pub fn out_of_attempts(started: u32, attempts_max: u32) -> bool {
+    started >= attempts_max
+}
+
 /// The start rule, second part, for a job its event waits for: `started` attempts have begun
 /// (the last one's number), `died_now` of them were still open and have just been closed as
 /// died, and the last one ended `last`. Out of attempts: dead-lettered (`Exhausted`, the job
@@ -95,7 +103,7 @@ pub fn start_step(
     attempts_max: u32,
     alone: bool,
 ) -> AttemptStart {
-    if started >= attempts_max {
+    if out_of_attempts(started, attempts_max) {
         AttemptStart::Exhausted
     } else if died_now > 0 {
         AttemptStart::Rescued { attempts: started }

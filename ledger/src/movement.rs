@@ -164,10 +164,6 @@ pub struct MovementParts {
     /// fingerprinted instead of the kind and counter settle maps it to, so a change of that
     /// mapping never makes a posted movement look different.
     pub provider_category: String,
-    /// The key an earlier version of settle posted this movement's money under (from the
-    /// webhook's own object, before movements were fetched), if it could have: found posted,
-    /// the movement counts as posted and is not written again.
-    pub legacy_source_key: Option<String>,
     /// What the counter account takes, in its own currency, when the provider converted the
     /// gross (a settlement line's gross in the shopper's currency): the entry goes through the FX
     /// clearing account. `None`: the counter takes `amount`.
@@ -281,10 +277,6 @@ impl Movement {
         &self.parts.details
     }
 
-    pub fn legacy_source_key(&self) -> Option<&str> {
-        self.parts.legacy_source_key.as_deref()
-    }
-
     /// The gross in another currency than the movement's, as the counter account takes it.
     pub fn converted_counter(&self) -> Option<(Amount, Currency)> {
         self.parts
@@ -371,7 +363,6 @@ mod tests {
             reference: None,
             details: Value::Null,
             provider_category: "charge".into(),
-            legacy_source_key: None,
             counter_amount: None,
             compared: Compared::Everything,
         }

@@ -25,14 +25,14 @@ type PostResolved = (JobRef, u32, Arc<Resolved>);
 /// The groupers of one worker process: attempt starts, reads of what each event needs, and the
 /// two kinds of posting (an event's own facts; movements resolved through a provider).
 #[derive(Debug)]
-pub(crate) struct GroupCommit {
+pub(crate) struct WorkerGroupers {
     starts: Grouper<Start, Result<AttemptStart, StoreError>>,
     work: Grouper<EventId, Result<Work, StoreError>>,
     posts: Grouper<Post, Result<Posted, PostError>>,
     resolved: Grouper<PostResolved, Result<Posted, PostError>>,
 }
 
-impl GroupCommit {
+impl WorkerGroupers {
     pub(crate) fn spawn(
         store: Store,
         rules: PostingRules,

@@ -2,7 +2,7 @@
 //! exponential backoff and jitter until `attempts_max` attempts have run.
 
 use ledger::PostError;
-use ledger::job::{ErrorClass, FailureDecision};
+use ledger::job::{ErrorClass, FailureDecision, out_of_attempts};
 
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {
@@ -16,7 +16,7 @@ impl RetryPolicy {
     pub fn decide(&self, attempt: u32, error: &PostError) -> FailureDecision {
         if !error.is_transient() {
             FailureDecision::DeadLetter(ErrorClass::Permanent)
-        } else if attempt >= self.attempts_max {
+        } else if out_of_attempts(attempt, self.attempts_max) {
             FailureDecision::DeadLetter(ErrorClass::Exhausted)
         } else {
             // Never sooner than the cause asked (a provider's Retry-After).

@@ -14,7 +14,7 @@ use ledger::{PostError, PostingRules, Store, StoreError};
 use tracing::{debug, error, info, warn};
 
 use crate::chaos::Chaos;
-use crate::group::GroupCommit;
+use crate::group::WorkerGroupers;
 use crate::resolvers::{Resolvers, post_chunks};
 use crate::retry::RetryPolicy;
 use crate::settings::WorkerSettings;
@@ -37,7 +37,7 @@ const STORE_FAILURE_PAUSE_MAX: Duration = Duration::from_secs(10);
 pub(crate) struct Runner {
     store: Store,
     /// Attempt starts and postings go through here, grouped with other jobs' (one commit each).
-    group: GroupCommit,
+    group: WorkerGroupers,
     /// Every attempt holds this shared from before it starts until it is closed; a suspect's
     /// attempt (see [`AttemptStart::Suspect`]) holds it exclusively.
     alone: RwLock<()>,
@@ -91,7 +91,7 @@ impl Runner {
         settings: &WorkerSettings,
         chaos: Chaos,
     ) -> Self {
-        let group = GroupCommit::spawn(
+        let group = WorkerGroupers::spawn(
             store.clone(),
             rules.clone(),
             settings.attempts_max,

@@ -30,41 +30,13 @@ pub(crate) struct Existing {
     pub payout: Option<String>,
 }
 
-/// The source keys to look up for a group's movements: each movement's own, and the key an
-/// earlier version posted its money under, if any.
+/// The source keys to look up for a group's movements.
 pub(crate) fn lookup_keys<'a>(posts: &[ResolvedPost<'a>]) -> Vec<&'a str> {
     posts
         .iter()
         .flat_map(|p| p.resolved.entries.iter())
-        .flat_map(|e| {
-            std::iter::once(e.movement.source_key()).chain(e.movement.legacy_source_key())
-        })
+        .map(|e| e.movement.source_key())
         .collect()
-}
-
-/// A movement whose money an earlier version already posted under its legacy key counts as
-/// posted (under its own key, with its own facts): it is tied, never written again.
-pub(crate) fn alias_legacy(posts: &[ResolvedPost<'_>], existing: &mut HashMap<String, Existing>) {
-    for entry in posts.iter().flat_map(|p| p.resolved.entries.iter()) {
-        let movement = &entry.movement;
-        if existing.contains_key(movement.source_key()) {
-            continue;
-        }
-        let Some(legacy) = movement
-            .legacy_source_key()
-            .and_then(|key| existing.get(key))
-            .cloned()
-        else {
-            continue;
-        };
-        existing.insert(
-            movement.source_key().to_owned(),
-            Existing {
-                fingerprint: movement.fingerprint().to_hex(),
-                ..legacy
-            },
-        );
-    }
 }
 
 /// What a group does, decided before anything is written.

@@ -17,9 +17,7 @@ use crate::state::EventStatus;
 use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::failures::FailureRows;
-use crate::store::movements::{
-    Existing, Plan, ResolvedPost, alias_legacy, lookup_keys, paid_out_by, plan,
-};
+use crate::store::movements::{Existing, Plan, ResolvedPost, lookup_keys, paid_out_by, plan};
 use crate::store::prepare::{EventRow, Prepared, Ready, prepare};
 
 /// The rows a posting reads and writes. Every method but [`PostingRows::begin_posting`] runs in
@@ -434,8 +432,7 @@ async fn post_resolved_together<B: PostingRows>(
         false => B::lock_events(&mut tx, &ids).await?,
     };
     let rows: HashMap<i64, EventRow> = rows.into_iter().map(|row| (row.id, row)).collect();
-    let mut existing = B::existing_entries(&mut tx, &lookup_keys(posts)).await?;
-    alias_legacy(posts, &mut existing);
+    let existing = B::existing_entries(&mut tx, &lookup_keys(posts)).await?;
     let statuses: Vec<Option<(&str, &str, Option<&serde_json::Value>)>> = posts
         .iter()
         .map(|p| {

@@ -522,7 +522,6 @@ impl ReportLine {
             reference,
             details,
             provider_category: format!("adyen:{record_type}"),
-            legacy_source_key: None,
             counter_amount,
             compared: Compared::Everything,
         })
@@ -742,7 +741,7 @@ mod tests {
         assert_eq!(posting_of("SettledInstallment"), None);
     }
 
-    /// Lines of the types that used to fall to `adjustments` post to their own accounts, and a
+    /// Deposits, wires and reserve lines post to their own accounts (not `adjustments`), and a
     /// batch's balance carried to the next batch and received from the last one clear each
     /// other.
     #[test]

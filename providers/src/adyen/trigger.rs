@@ -208,7 +208,6 @@ pub(super) fn sale(source: &SourceName, sale: Sale<'_>) -> Result<Movement, Stri
             "net": zero.to_string(),
         }),
         provider_category: format!("adyen:{what}"),
-        legacy_source_key: None,
         counter_amount: None,
         compared: Compared::Money,
     })
@@ -235,8 +234,9 @@ pub(super) fn notified_capture() -> AdyenSaleTrigger {
 mod tests {
     use super::*;
 
-    /// Redeliveries of notifications an earlier settle recorded replay them, and a sale reached
-    /// again posts nothing new: the fingerprints are the ones settle has always stored.
+    /// A redelivery of a notification already recorded replays it, and a sale reached again
+    /// posts nothing new: the fingerprints are the ones stored for them (pinned here, so a change
+    /// to the trigger's form shows as a changed fingerprint).
     #[test]
     fn triggers_and_sales_keep_their_fingerprints() {
         let report = AdyenReportTrigger {

@@ -6,7 +6,6 @@
 use chrono::DateTime;
 use ledger::minor_units::Exponents;
 use ledger::movement::{Counter, Fee, FeeType, Movement, MovementError, MovementParts};
-use ledger::posting;
 use ledger::{Amount, Currency, Kind, MovementId, PayoutId, Reference, SourceName};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -267,21 +266,6 @@ pub fn movement(
             })?,
         _ => None,
     };
-    // An earlier settle posted a charge, refund, dispute or payout from the webhook's own
-    // object, under `{source}/{kind}/{object id}`.
-    let legacy_source_key = match (account, &reference, kind) {
-        (
-            None,
-            Some(object),
-            Kind::ChargeSettled
-            | Kind::RefundSettled
-            | Kind::Chargeback
-            | Kind::ChargebackReversed
-            | Kind::PayoutPaid
-            | Kind::PayoutFailed,
-        ) => Some(posting::source_key(source, kind, object.as_str())),
-        _ => None,
-    };
     Movement::new(MovementParts {
         source_key: source_key(source, account, &transaction.id),
         id,
@@ -297,7 +281,6 @@ pub fn movement(
         reference,
         details: details(transaction, net),
         provider_category: transaction.category().to_owned(),
-        legacy_source_key,
         counter_amount: None,
         compared: ledger::movement::Compared::Everything,
     })
@@ -344,7 +327,6 @@ pub fn suspense_movement(
         reference: None,
         details,
         provider_category: transaction.category().to_owned(),
-        legacy_source_key: None,
         counter_amount: None,
         compared: ledger::movement::Compared::Everything,
     })

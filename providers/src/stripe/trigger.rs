@@ -88,7 +88,7 @@ mod tests {
         assert_eq!(
             named.trigger.fingerprint().to_hex(),
             GOLDEN_FINGERPRINT,
-            "a redelivery of an event recorded by an earlier settle replays it"
+            "a redelivery of an event already recorded replays it"
         );
     }
 

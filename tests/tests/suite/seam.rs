@@ -222,7 +222,6 @@ fn movement(source: &SourceName, payout: &str, item: &Value) -> Result<Movement,
         reference: None,
         details: json!({"net": net.to_string(), "currency": "EUR"}),
         provider_category: text("kind"),
-        legacy_source_key: None,
         counter_amount: None,
         compared: Compared::Everything,
     })

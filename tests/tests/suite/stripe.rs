@@ -23,7 +23,6 @@ tests::on_both_backends!(
     transient_api_failures_retry_and_a_missing_object_dead_letters_once,
     a_refused_key_pauses_the_source_until_it_is_resumed,
     inconsistent_facts_dead_letter_and_nothing_of_the_event_is_posted,
-    money_posted_before_movements_were_fetched_is_not_posted_again,
     a_throttled_sources_backlog_waits_in_the_queue_not_in_the_workers_slots,
 );
 
@@ -986,90 +985,6 @@ async fn one_transaction_reached_by_three_events_and_a_listing_at_once_posts_onc
             .await;
         assert_eq!(reconciliation["status"], "matched", "{reconciliation}");
     }
-    assert!(app.failed_invariants().await.is_empty());
-}
-
-/// A Stripe refund as the earlier adapter recorded it: the webhook's own facts, posted under
-/// `stripe/refund_settled/{refund}`.
-fn legacy_refund(external_id: &str, refund: &str, amount: &str) -> ledger::NewEvent {
-    let data = json!({"movement_id": refund, "occurred_at": "2026-11-30T11:59:00Z",
-                      "currency": "USD", "amount": amount, "fee": "0.00"});
-    let event = ledger::SettlementEvent::from_canonical(
-        ledger::Kind::RefundSettled,
-        data.as_object().expect("object"),
-    )
-    .expect("valid facts");
-    ledger::NewEvent {
-        source: ledger::SourceName::parse("stripe").expect("source"),
-        external_id: ledger::ExternalId::parse(external_id).expect("id"),
-        payload: data.to_string(),
-        content: ledger::Content::Valid(event),
-    }
-}
-
-async fn money_posted_before_movements_were_fetched_is_not_posted_again(backend: Backend) {
-    let app = app(backend).await;
-    app.store
-        .record(&[legacy_refund("evt_old", "re_old", "25.00")])
-        .await
-        .expect("recorded the earlier way");
-    app.wait_settled(30).await;
-    assert_eq!(app.count("journal_entries").await, 1);
-    let fake = &app.stripe;
-    let refund_txn = Txn {
-        id: "txn_re_old",
-        category: "refund",
-        transaction_type: "refund",
-        amount: -2_500,
-        fees: &[],
-        currency: "usd",
-        source: "re_old",
-        exchange_rate: None,
-    };
-    fake.add_transaction(None, refund_txn.value());
-    let payout_txn = Txn {
-        id: "txn_po_old",
-        category: "payout",
-        transaction_type: "payout",
-        amount: 2_500,
-        fees: &[],
-        currency: "usd",
-        source: "po_old",
-        exchange_rate: None,
-    };
-    fake.add_transaction(None, payout_txn.value());
-    fake.set_payout_listing(None, "po_old", &["txn_re_old", "txn_po_old"]);
-    // The same refund, now through its balance transaction, and in a payout's listing.
-    recorded(
-        &app,
-        &event(
-            "evt_new",
-            "refund.updated",
-            refund("re_old", "ch_old", "txn_re_old", None),
-        ),
-    )
-    .await;
-    let paid = payout("po_old", -2_500, "txn_po_old", None, true);
-    recorded(&app, &event("evt_po_old", "payout.paid", paid)).await;
-    app.wait_settled(30).await;
-    assert_eq!(
-        app.texts("SELECT source_key FROM journal_entries ORDER BY id")
-            .await,
-        [
-            "stripe/refund_settled/re_old",
-            "stripe/balance_transaction/txn_po_old"
-        ],
-        "the refund's money was not posted again"
-    );
-    assert_eq!(
-        app.scalar(
-            "SELECT count(*) FROM payout_items pi JOIN journal_entries je ON je.id = pi.entry_id
-                    WHERE je.source_key = 'stripe/refund_settled/re_old'"
-        )
-        .await,
-        1,
-        "the earlier entry is tied to the payout that paid it out"
-    );
     assert!(app.failed_invariants().await.is_empty());
 }
 
