@@ -4,20 +4,22 @@
 mod demo;
 mod feeds;
 mod finance;
+mod process;
 mod review;
+mod store;
 mod table;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use chrono::NaiveDate;
 use clap::{CommandFactory, Parser, Subcommand};
-use tokio_util::sync::CancellationToken;
 
-use crate::app::{App, Role};
+use crate::app::Role;
 use crate::config::Config;
+pub use process::Listeners;
+use process::{health_url, healthcheck, serve, stop_on_signal};
+use store::{connect, with_store};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -583,37 +585,6 @@ fn config_check(file: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where a local health check looks: `/healthz` on the listen port, on loopback when settle
-/// listens on every address.
-fn health_url(listen: SocketAddr) -> String {
-    let ip = match listen.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
-    format!("http://{}/healthz", SocketAddr::new(ip, listen.port()))
-}
-
-async fn healthcheck(url: String, timeout_secs: u64) -> anyhow::Result<()> {
-    let client = reqwest::Client::builder()
-        // A proxy from the environment (which a container may inherit) never sees a local check.
-        .no_proxy()
-        .timeout(Duration::from_secs(timeout_secs.max(1)))
-        .build()
-        .context("cannot build an HTTP client")?;
-    let response = client
-        .get(&url)
-        .send()
-        .await
-        .with_context(|| format!("{url}: no answer"))?;
-    let status = response.status();
-    if !status.is_success() {
-        bail!("{url}: {status}");
-    }
-    println!("{url}: {status}");
-    Ok(())
-}
-
 /// A fresh token (32 random bytes, URL-safe base64) and the `[[tokens]]` lines holding only its
 /// SHA-256: the token is shown once and stored nowhere.
 fn new_token(role: TokenRole, name: &str) -> anyhow::Result<String> {
@@ -646,114 +617,9 @@ fn fresh_token() -> (String, String) {
     (token, hash)
 }
 
-/// Runs a command with an existing, migrated store, and closes the store after.
-async fn with_store<F, Fut>(config: &Config, command: F) -> anyhow::Result<()>
-where
-    F: FnOnce(ledger::Store) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    let store = connect_existing(config).await?;
-    let result = command(store.clone()).await;
-    store.close().await;
-    result
-}
-
-async fn connect(config: &Config) -> anyhow::Result<ledger::Store> {
-    ledger::Store::connect(&config.database_url, &config.store_options())
-        .await
-        .context("cannot connect to the database")
-}
-
-/// A store that already exists and is migrated; anything else is said in one sentence, and an
-/// SQLite file that is not there is not created.
-async fn connect_existing(config: &Config) -> anyhow::Result<ledger::Store> {
-    let shown = crate::config::redact_url(&config.database_url);
-    if let Some(path) = sqlite_file(&config.database_url)
-        && !path.exists()
-    {
-        bail!(
-            "no settle store at {shown}: the file {} does not exist (`settle migrate` or `settle serve` creates it)",
-            path.display()
-        );
-    }
-    let store = connect(config).await?;
-    if let Err(error) = store.ready().await {
-        store.close().await;
-        bail!(
-            "the store at {shown} is not ready for settle ({error}); run `settle migrate` with this DATABASE_URL"
-        );
-    }
-    Ok(store)
-}
-
-/// The file of an SQLite URL (`sqlite://settle.db`, `sqlite:settle.db?mode=rwc`, its path
-/// percent-decoded as sqlx reads it); none for an in-memory database or another backend.
-fn sqlite_file(url: &str) -> Option<PathBuf> {
-    let rest = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))?;
-    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let in_memory = path == ":memory:" || query.split('&').any(|p| p == "mode=memory");
-    let path = percent_encoding::percent_decode_str(path)
-        .decode_utf8()
-        .ok()?;
-    (!path.is_empty() && !in_memory).then(|| PathBuf::from(path.as_ref()))
-}
-
-/// Where a serving role listens, over the configuration's `listen` and `ops_listen`.
-#[derive(Debug, Default, clap::Args)]
-pub struct Listeners {
-    /// The public listener: webhooks and /healthz (default: `listen` of the configuration,
-    /// 127.0.0.1:8080).
-    #[arg(long, value_name = "ADDR")]
-    listen: Option<SocketAddr>,
-    /// The internal listener: the API, the dashboard, /metrics and /readyz (default:
-    /// `ops_listen` of the configuration, 127.0.0.1:9090).
-    #[arg(long, value_name = "ADDR")]
-    ops_listen: Option<SocketAddr>,
-}
-
-async fn serve(mut config: Config, listeners: Listeners, role: Role) -> anyhow::Result<()> {
-    if let Some(listen) = listeners.listen {
-        config.listen = listen;
-    }
-    if let Some(ops_listen) = listeners.ops_listen {
-        config.ops_listen = ops_listen;
-    }
-    let app = App::build(&config, role).await?;
-    let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(shutdown.clone()));
-    app.run(shutdown).await
-}
-
-/// SIGTERM or ctrl-c starts a graceful stop.
-async fn stop_on_signal(shutdown: CancellationToken) {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(error) => {
-                    tracing::error!(%error, "cannot listen for SIGTERM");
-                    let _ = ctrl_c.await;
-                    shutdown.cancel();
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("stop requested");
-    shutdown.cancel();
-}
-
 #[cfg(test)]
 mod tests {
+    use super::store::sqlite_file;
     use super::*;
 
     #[test]
