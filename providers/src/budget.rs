@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
@@ -33,7 +34,7 @@ pub fn spent_milli(milli_per_sec: u64) -> u64 {
     milli_per_sec - (milli_per_sec / 10).min(1_000)
 }
 
-/// How often a request for history looks again whether its turn has come.
+/// How often a request for history looks again whether a request for now still waits.
 const HISTORY_POLL: Duration = Duration::from_millis(5);
 
 /// A process runs at once at most the jobs of a source its share serves in this long (a request
@@ -174,12 +175,20 @@ impl Budget {
                     total.until_ready().await;
                 }
                 Priority::History => loop {
-                    if self.waiting_now.load(Ordering::Acquire) == 0 && per_endpoint.check().is_ok()
-                    {
-                        total.until_ready().await;
-                        break;
-                    }
-                    tokio::time::sleep(HISTORY_POLL).await;
+                    // While a request for now waits, look again shortly; else take the
+                    // endpoint's next turn, or sleep until it comes (not a poll's length past it).
+                    let pause = match self.waiting_now.load(Ordering::Acquire) {
+                        0 => match per_endpoint.check() {
+                            Ok(()) => {
+                                total.until_ready().await;
+                                break;
+                            }
+                            Err(not_until) => not_until.wait_time_from(per_endpoint.clock().now()),
+                        },
+                        _ => HISTORY_POLL,
+                    };
+                    tokio::time::sleep(pause.clamp(Duration::from_millis(1), HISTORY_POLL * 20))
+                        .await;
                 },
             }
             if self.in_force(&total) {

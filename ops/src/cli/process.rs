@@ -24,7 +24,11 @@ pub struct Listeners {
     ops_listen: Option<SocketAddr>,
 }
 
-pub(super) async fn serve(mut config: Config, listeners: Listeners, role: Role) -> anyhow::Result<()> {
+pub(super) async fn serve(
+    mut config: Config,
+    listeners: Listeners,
+    role: Role,
+) -> anyhow::Result<()> {
     if let Some(listen) = listeners.listen {
         config.listen = listen;
     }
