@@ -5,6 +5,7 @@
 //! (`download`) and posts line by line (`report`: the one table from record type to entry;
 //! `resolve`), with each `CAPTURE` booked as a receivable that the report's line clears.
 
+mod chart;
 mod config;
 mod demo;
 mod download;
