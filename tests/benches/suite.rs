@@ -1226,12 +1226,8 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
 /// The feed's windows opened from `since` on: what each listed (seconds relative to `since`, the
 /// span it skipped), when it opened and how long it took to post.
 async fn print_windows(pool: &sqlx::PgPool, since: chrono::DateTime<chrono::Utc>) {
-    let windows: Vec<(
-        String,
-        chrono::DateTime<chrono::Utc>,
-        chrono::DateTime<chrono::Utc>,
-        Option<Value>,
-    )> = sqlx::query_as(
+    type Opened = chrono::DateTime<chrono::Utc>;
+    let windows: Vec<(String, Opened, Opened, Option<Value>)> = sqlx::query_as(
         "SELECT external_id, received_at, status_changed_at, facts FROM settlement_events
          WHERE kind = 'feed.window' AND received_at >= $1 ORDER BY received_at",
     )
