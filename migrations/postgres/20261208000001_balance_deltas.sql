@@ -12,14 +12,19 @@ CREATE TABLE balance_deltas (
 );
 CREATE INDEX balance_deltas_day ON balance_deltas (account, currency, effective_date);
 
+-- Each written line's entry is read by its key, never by reading the journal whole: the sums are
+-- planned anew for each statement (EXECUTE), since a query without parameters keeps the plan its
+-- connection made first (and one made while the journal was empty reads it whole on every posting
+-- for as long as the connection lives), and with sequential scans off, since a posting writes a
+-- few dozen lines and the journal's first thousands of entries would otherwise be read whole.
 CREATE FUNCTION balance_deltas_add() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
 BEGIN
-    INSERT INTO balance_deltas (account, currency, effective_date, amount)
-    SELECT l.account, l.currency, e.effective_date, sum(l.amount)
-    FROM written_lines l JOIN journal_entries e ON e.id = l.entry_id
-    GROUP BY l.account, l.currency, e.effective_date
-    HAVING sum(l.amount) <> 0;
+    EXECUTE 'INSERT INTO balance_deltas (account, currency, effective_date, amount)
+             SELECT l.account, l.currency, e.effective_date, sum(l.amount)
+             FROM written_lines l JOIN journal_entries e ON e.id = l.entry_id
+             GROUP BY l.account, l.currency, e.effective_date
+             HAVING sum(l.amount) <> 0';
     RETURN NULL;
 END $$;
 
