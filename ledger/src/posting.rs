@@ -35,6 +35,10 @@ pub struct Accounts {
     pub namespace: Option<String>,
 }
 
+/// What every receivables account's name begins with: the store keeps the open receivables of
+/// those accounts as the journal is written (`receivable_deltas`), and reads them from there.
+pub const RECEIVABLES_PREFIX: &str = "receivables:";
+
 /// The prefix of the account a category the provider's chart does not know is booked to
 /// (`suspense:{source}`), for a person to classify (a review item).
 pub const SUSPENSE_PREFIX: &str = "suspense:";
@@ -72,7 +76,7 @@ impl Accounts {
             disputes: format!("disputes:{source}"),
             bank: "bank".into(),
             adjustments: "adjustments".into(),
-            receivables: format!("receivables:{source}"),
+            receivables: format!("{RECEIVABLES_PREFIX}{source}"),
             fx: format!("fx:{source}"),
             source: source.to_string(),
             chart: BTreeMap::new(),

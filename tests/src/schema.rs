@@ -16,7 +16,7 @@ pub fn snapshot_path(backend: &str) -> PathBuf {
 }
 
 /// Settle's own tables (the queue's are apalis'), as both backends name them.
-pub const TABLES: [&str; 9] = [
+pub const TABLES: [&str; 10] = [
     "audit_log",
     "balance_deltas",
     "dead_letters",
@@ -25,6 +25,7 @@ pub const TABLES: [&str; 9] = [
     "journal_entries",
     "journal_lines",
     "payout_items",
+    "receivable_deltas",
     "settlement_events",
 ];
 

@@ -130,7 +130,8 @@ pub(super) const CHECKS: &[CheckSql] = &[
              'audit_log_no_truncate', 'payout_items_immutable', 'payout_items_no_truncate',
              'payload_erasures_immutable', 'payload_erasures_no_truncate', 'source_pauses_guard',
              'source_pauses_no_truncate', 'journal_corrections_immutable',
-             'journal_corrections_no_truncate', 'journal_lines_to_balance_deltas']) AS name
+             'journal_corrections_no_truncate', 'journal_lines_to_balance_deltas',
+             'journal_lines_to_receivable_deltas']) AS name
          WHERE NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgname = name AND t.tgenabled = 'O')",
         sqlite: "SELECT 'trigger ' || t.value || ' missing' FROM json_each(json_array(
              'journal_entries_no_update', 'journal_entries_no_delete', 'journal_lines_no_update',
@@ -139,7 +140,8 @@ pub(super) const CHECKS: &[CheckSql] = &[
              'audit_log_no_delete', 'payout_items_no_update', 'payout_items_no_delete',
              'settlement_events_payload_in_use', 'payload_erasures_no_update', 'payload_erasures_no_delete',
              'source_pauses_only_resumed', 'source_pauses_no_delete', 'journal_corrections_no_update',
-             'journal_corrections_no_delete', 'journal_entries_to_balance_deltas')) AS t
+             'journal_corrections_no_delete', 'journal_entries_to_balance_deltas',
+             'journal_entries_to_receivable_deltas')) AS t
          WHERE NOT EXISTS (SELECT 1 FROM sqlite_master m WHERE m.type = 'trigger' AND m.name = t.value)",
     },
     CheckSql {
@@ -161,8 +163,28 @@ pub(super) const CHECKS: &[CheckSql] = &[
          ORDER BY 1",
     },
     CheckSql {
+        name: "receivables_kept_equal_the_journal",
+        description: "the open receivables kept by account, currency and movement (what receivable reads list) equal the journal's lines on receivables accounts",
+        postgres: "SELECT account || ' ' || currency || ' ' || source || '/' || movement_id || ': off by ' || sum(amount)
+         FROM (SELECT l.account, l.currency, e.source, e.movement_id, l.amount
+               FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+               WHERE left(l.account, 12) = 'receivables:'
+               UNION ALL
+               SELECT account, currency, source, movement_id, -amount FROM receivable_deltas) AS both_sides
+         GROUP BY account, currency, source, movement_id HAVING sum(amount) <> 0
+         ORDER BY 1",
+        sqlite: "SELECT account || ' ' || currency || ' ' || source || '/' || movement_id || ': off by ' || sum(amount_minor)
+         FROM (SELECT l.account, l.currency, e.source, e.movement_id, l.amount_minor
+               FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+               WHERE substr(l.account, 1, 12) = 'receivables:'
+               UNION ALL
+               SELECT account, currency, source, movement_id, -amount_minor FROM receivable_deltas) AS both_sides
+         GROUP BY account, currency, source, movement_id HAVING sum(amount_minor) <> 0
+         ORDER BY 1",
+    },
+    CheckSql {
         name: "runtime_roles_cannot_alter_the_journal",
-        description: "no runtime role (settle_ingress, settle_worker, settle_console, or a role that is one) is a superuser, owns a table or function, may create in the schema, may update or delete an append-only row, may write the balances kept, or may truncate or add triggers to a guarded table (an SQLite file has one user)",
+        description: "no runtime role (settle_ingress, settle_worker, settle_console, or a role that is one) is a superuser, owns a table or function, may create in the schema, may update or delete an append-only row, may write the balances or receivables kept, or may truncate or add triggers to a guarded table (an SQLite file has one user)",
         postgres: RUNTIME_ROLES_CANNOT_ALTER_THE_JOURNAL,
         sqlite: "SELECT '' WHERE 0",
     },
@@ -190,9 +212,10 @@ const RUNTIME_ROLES_CANNOT_ALTER_THE_JOURNAL: &str = "WITH RECURSIVE members(oid
            FROM runtime r CROSS JOIN guarded g CROSS JOIN (VALUES ('truncate'), ('trigger')) p(privilege)
            WHERE NOT r.rolsuper AND has_table_privilege(r.oid, 'public.' || g.rel, p.privilege)
          UNION ALL
-         SELECT 'role ' || r.rolname || ' may ' || p.privilege || ' balance_deltas'
-           FROM runtime r CROSS JOIN (VALUES ('insert'), ('update'), ('delete')) p(privilege)
-           WHERE NOT r.rolsuper AND has_table_privilege(r.oid, 'public.balance_deltas', p.privilege)
+         SELECT 'role ' || r.rolname || ' may ' || p.privilege || ' ' || k.rel
+           FROM runtime r CROSS JOIN (VALUES ('balance_deltas'), ('receivable_deltas')) k(rel)
+           CROSS JOIN (VALUES ('insert'), ('update'), ('delete')) p(privilege)
+           WHERE NOT r.rolsuper AND has_table_privilege(r.oid, 'public.' || k.rel, p.privilege)
          UNION ALL
          SELECT 'role ' || r.rolname || ' owns ' || c.oid::regclass::text
            FROM runtime r JOIN pg_class c ON pg_has_role(r.oid, c.relowner, 'USAGE')

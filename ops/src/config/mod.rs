@@ -290,6 +290,18 @@ impl Config {
         // the roles that verify webhooks (`sources`), and by `config check`.
         self.each_source(false, |_, _| Ok(()))?;
         for (index, source) in self.sources.iter().enumerate() {
+            let receivables = source.accounts.receivables.as_deref();
+            if receivables.is_some_and(|r| !r.starts_with(ledger::posting::RECEIVABLES_PREFIX)) {
+                Err(SourceConfigError {
+                    index,
+                    source_name: source.name.clone(),
+                    key: Some("accounts.receivables".into()),
+                    message: format!(
+                        "accounts.receivables must begin with `{}` (the open receivables are kept for those accounts)",
+                        ledger::posting::RECEIVABLES_PREFIX
+                    ),
+                })?;
+            }
             if source.expect_delivery_within_secs == Some(0) {
                 Err(SourceConfigError {
                     index,
@@ -489,6 +501,10 @@ mod tests {
             (
                 "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_hp09L9NNueRHag3OnXaH+c0BE/vNuSrr\"]\nexpect_delivery_within_secs = 0",
                 "`sources.0.expect_delivery_within_secs`: expect_delivery_within_secs must be positive",
+            ),
+            (
+                "[[sources]]\nname = \"s\"\nprovider = \"standard\"\nsecrets = [\"whsec_hp09L9NNueRHag3OnXaH+c0BE/vNuSrr\"]\n[sources.accounts]\nreceivables = \"assets:receivable\"",
+                "`sources.0.accounts.receivables`: accounts.receivables must begin with `receivables:`",
             ),
         ] {
             let error = format!("{:#}", checked(text).expect_err(text));

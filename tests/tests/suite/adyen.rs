@@ -489,6 +489,16 @@ async fn receivables_are_cleared_taken_back_or_listed_and_a_report_disagreeing_w
     );
     assert_eq!(receivables(&app, 30).await, []);
     assert_eq!(receivables(&app, 0).await.len(), 2);
+    // Read from the receivables kept as the journal is written: once folded, a row per open
+    // receivable (the cleared capture's gone) and the same lists.
+    app.store.compact_balances().await.expect("fold");
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM receivable_deltas").await,
+        2,
+        "a row per open receivable once folded"
+    );
+    assert_eq!(receivables(&app, 7).await.len(), 1, "folded");
+    assert_eq!(receivables(&app, 0).await.len(), 2, "folded");
     // The same from the command line, which fails while any is late (for a daily check).
     let scratch = tests::process::Scratch::new();
     let config = scratch.write(
@@ -535,6 +545,24 @@ async fn receivables_are_cleared_taken_back_or_listed_and_a_report_disagreeing_w
         "nothing of the report posted"
     );
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+
+    let amount = match backend {
+        Backend::Postgres => "amount = amount + 0.01",
+        Backend::Sqlite => "amount_minor = amount_minor + 1",
+    };
+    app.exec(&format!(
+        "UPDATE receivable_deltas SET {amount} WHERE movement_id = '8816000000000901'"
+    ))
+    .await
+    .expect("a kept receivable changed behind the journal's back");
+    let failed = app.failed_invariants().await;
+    assert!(
+        failed
+            .iter()
+            .any(|f| f.starts_with("receivables_kept_equal_the_journal")
+                && f.contains("8816000000000901: off by")),
+        "{failed:?}"
+    );
 }
 
 async fn bad_reports_post_nothing_and_transient_failures_retry(backend: Backend) {

@@ -78,6 +78,10 @@ async fn verify_fails_while_a_runtime_role_could_alter_the_journal() {
         .execute(app.pg())
         .await
         .expect("grant");
+    sqlx::query("GRANT INSERT ON receivable_deltas TO settle_console")
+        .execute(app.pg())
+        .await
+        .expect("grant");
     let failed = app.failed_invariants().await;
     let check = failed
         .iter()
@@ -87,6 +91,7 @@ async fn verify_fails_while_a_runtime_role_could_alter_the_journal() {
         "role settle_worker may update journal_lines",
         "role settle_t_worker may update journal_lines",
         "role settle_ingress may create in schema public",
+        "role settle_console may insert receivable_deltas",
     ] {
         assert!(check.contains(said), "{check}");
     }

@@ -89,13 +89,15 @@ async fn both_backends_have_the_same_tables_columns_and_indexes() {
     let minor = lines.iter().position(|(name, _)| name == "amount_minor");
     assert!(minor.is_some(), "journal_lines.amount_minor on SQLite");
     lines.retain(|(name, _)| name != "amount_minor");
-    // Likewise the balances kept by day: SQLite's in minor units only.
-    let days = sqlite
-        .columns
-        .get_mut("balance_deltas")
-        .expect("balance_deltas");
-    for (name, _) in days.iter_mut().filter(|(name, _)| name == "amount_minor") {
-        *name = "amount".to_owned();
+    // Likewise the balances and receivables kept: SQLite's in minor units only.
+    for kept in ["balance_deltas", "receivable_deltas"] {
+        let columns = sqlite.columns.get_mut(kept).expect(kept);
+        for (name, _) in columns
+            .iter_mut()
+            .filter(|(name, _)| name == "amount_minor")
+        {
+            *name = "amount".to_owned();
+        }
     }
     for (table, columns) in &postgres.columns {
         assert!(!columns.is_empty(), "{table} has columns");

@@ -21,14 +21,18 @@ impl Store {
     }
 
     /// Folds the balances kept by day (what each posting added) into a row per account,
-    /// currency and day, keeping every sum; answers how many rows it folded. Safe beside
-    /// postings and from every worker process at once.
+    /// currency and day, and the open receivables kept into a row per movement (dropping those
+    /// cleared), keeping every sum; answers how many rows it folded. Safe beside postings and
+    /// from every worker process at once.
     pub async fn compact_balances(&self) -> Result<u64, StoreError> {
         on_backend!(self, store => store.compact_balances().await)
     }
 
-    /// Receivables on `accounts` not cleared, per capture and currency, whose first entry is
-    /// effective on or before `since_on_or_before`, oldest first, at most `limit`.
+    /// Receivables on `accounts` not cleared, per capture and currency, open since (the
+    /// effective date of the movement's first receivable line after it last added up to
+    /// nothing) on or before `since_on_or_before`, oldest first, at most `limit`. Read from the
+    /// receivables kept as the journal is written, which keep every account named
+    /// [`crate::posting::RECEIVABLES_PREFIX`]`…` (configuration allows no other).
     pub async fn open_receivables(
         &self,
         accounts: &[String],

@@ -74,12 +74,14 @@ impl PgStore {
             .collect())
     }
 
-    /// Folds the balances kept by day into a row per account, currency and day; answers how
-    /// many rows it folded.
+    /// Folds the balances kept by day into a row per account, currency and day, and the open
+    /// receivables kept into a row per movement (none once cleared); answers how many rows it
+    /// folded.
     pub(in crate::store) async fn compact_balances(&self) -> Result<u64, StoreError> {
-        let folded: i64 = sqlx::query_scalar("SELECT balance_deltas_compact()")
-            .fetch_one(&self.pool)
-            .await?;
+        let folded: i64 =
+            sqlx::query_scalar("SELECT balance_deltas_compact() + receivable_deltas_compact()")
+                .fetch_one(&self.pool)
+                .await?;
         Ok(u64::try_from(folded).unwrap_or_default())
     }
 
@@ -90,13 +92,12 @@ impl PgStore {
         limit: u32,
     ) -> Result<Vec<OpenReceivable>, StoreError> {
         let rows: Vec<ReceivableRow<Decimal>> = sqlx::query_as(
-            "SELECT je.source, je.movement_id, l.account, l.currency, sum(l.amount),
-                        min(je.effective_date), max(je.reference)
-                 FROM journal_lines l JOIN journal_entries je ON je.id = l.entry_id
-                 WHERE l.account = ANY($1)
-                 GROUP BY je.source, je.movement_id, l.account, l.currency
-                 HAVING sum(l.amount) <> 0 AND min(je.effective_date) <= $2
-                 ORDER BY min(je.effective_date), je.source, je.movement_id, l.currency
+            "SELECT source, movement_id, account, currency, sum(amount), min(since), max(reference)
+                 FROM receivable_deltas
+                 WHERE account = ANY($1)
+                 GROUP BY source, movement_id, account, currency
+                 HAVING sum(amount) <> 0 AND min(since) <= $2
+                 ORDER BY min(since), source, movement_id, currency
                  LIMIT $3",
         )
         .bind(accounts)

@@ -89,13 +89,10 @@ impl SqliteStore {
         let accounts =
             serde_json::to_string(accounts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let rows: Vec<ReceivableRow<i64>> = sqlx::query_as(
-            "SELECT je.source, je.movement_id, l.account, l.currency, sum(l.amount_minor),
-                        min(je.effective_date), max(je.reference)
-                 FROM journal_lines l JOIN journal_entries je ON je.id = l.entry_id
-                 WHERE l.account IN (SELECT value FROM json_each(?1))
-                 GROUP BY je.source, je.movement_id, l.account, l.currency
-                 HAVING sum(l.amount_minor) <> 0 AND min(je.effective_date) <= ?2
-                 ORDER BY min(je.effective_date), je.source, je.movement_id, l.currency
+            "SELECT source, movement_id, account, currency, amount_minor, since, reference
+                 FROM receivable_deltas
+                 WHERE account IN (SELECT value FROM json_each(?1)) AND since <= ?2
+                 ORDER BY since, source, movement_id, currency
                  LIMIT ?3",
         )
         .bind(&accounts)
