@@ -4,7 +4,9 @@
 -- rather than from every receivable line ever written. Each statement that writes such lines
 -- adds its sums as new rows (no row is updated); the workers fold each movement's rows into one
 -- and drop those that add up to nothing (cleared) (`receivable_deltas_compact`). Written only by
--- these two functions, which run as the owner: no runtime role may write the table.
+-- these two functions, which run as the owner: no runtime role may write the table. The
+-- backfill at the end runs once the trigger is in place (its lock holds postings back until this
+-- migration commits), so no line is kept twice or missed.
 CREATE TABLE receivable_deltas (
     account     text NOT NULL,
     currency    text NOT NULL,
@@ -16,27 +18,36 @@ CREATE TABLE receivable_deltas (
 );
 CREATE INDEX receivable_deltas_item ON receivable_deltas (account, currency, source, movement_id);
 
--- Planned anew for each statement with sequential scans off, as `balance_deltas_add` is (see
--- there): each written line's entry is read by its key. A statement without a receivable line
--- costs one look at its own lines.
-CREATE FUNCTION receivable_deltas_add() RETURNS trigger
+-- One trigger keeps both sums: each written line's entry is read once, by its key, for the
+-- balances by day and the receivables by movement. Planned anew for each statement with
+-- sequential scans off, for the reasons `balance_deltas_add` gave (a parameterless query keeps
+-- its connection's first plan; a posting writes a few dozen lines).
+DROP TRIGGER journal_lines_to_balance_deltas ON journal_lines;
+DROP FUNCTION balance_deltas_add();
+
+CREATE FUNCTION kept_sums_add() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM written_lines WHERE left(account, 12) = 'receivables:') THEN
-        EXECUTE 'INSERT INTO receivable_deltas (account, currency, source, movement_id, since, reference, amount)
-                 SELECT l.account, l.currency, e.source, e.movement_id, min(e.effective_date),
-                        max(e.reference), sum(l.amount)
+    EXECUTE 'WITH lines AS (
+                 SELECT l.account, l.currency, l.amount, e.effective_date, e.source, e.movement_id,
+                        e.reference
                  FROM written_lines l JOIN journal_entries e ON e.id = l.entry_id
-                 WHERE left(l.account, 12) = ''receivables:''
-                 GROUP BY l.account, l.currency, e.source, e.movement_id
-                 HAVING sum(l.amount) <> 0';
-    END IF;
+             ), balances AS (
+                 INSERT INTO balance_deltas (account, currency, effective_date, amount)
+                 SELECT account, currency, effective_date, sum(amount) FROM lines
+                 GROUP BY account, currency, effective_date HAVING sum(amount) <> 0
+             )
+             INSERT INTO receivable_deltas (account, currency, source, movement_id, since, reference, amount)
+             SELECT account, currency, source, movement_id, min(effective_date), max(reference),
+                    sum(amount)
+             FROM lines WHERE left(account, 12) = ''receivables:''
+             GROUP BY account, currency, source, movement_id HAVING sum(amount) <> 0';
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER journal_lines_to_receivable_deltas AFTER INSERT ON journal_lines
+CREATE TRIGGER journal_lines_to_kept_sums AFTER INSERT ON journal_lines
     REFERENCING NEW TABLE AS written_lines
-    FOR EACH STATEMENT EXECUTE FUNCTION receivable_deltas_add();
+    FOR EACH STATEMENT EXECUTE FUNCTION kept_sums_add();
 
 -- Folds the rows of each movement that has several, or that add up to nothing, into one or
 -- none; answers how many rows it folded. Safe beside postings (rows they add meanwhile stay for

@@ -130,8 +130,7 @@ pub(super) const CHECKS: &[CheckSql] = &[
              'audit_log_no_truncate', 'payout_items_immutable', 'payout_items_no_truncate',
              'payload_erasures_immutable', 'payload_erasures_no_truncate', 'source_pauses_guard',
              'source_pauses_no_truncate', 'journal_corrections_immutable',
-             'journal_corrections_no_truncate', 'journal_lines_to_balance_deltas',
-             'journal_lines_to_receivable_deltas']) AS name
+             'journal_corrections_no_truncate', 'journal_lines_to_kept_sums']) AS name
          WHERE NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgname = name AND t.tgenabled = 'O')",
         sqlite: "SELECT 'trigger ' || t.value || ' missing' FROM json_each(json_array(
              'journal_entries_no_update', 'journal_entries_no_delete', 'journal_lines_no_update',

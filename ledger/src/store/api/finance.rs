@@ -29,8 +29,8 @@ impl Store {
     }
 
     /// Receivables on `accounts` not cleared, per capture and currency, open since (the
-    /// effective date of the movement's first receivable line after it last added up to
-    /// nothing) on or before `since_on_or_before`, oldest first, at most `limit`. Read from the
+    /// effective date of the movement's first receivable line kept: after it was last dropped as
+    /// cleared) on or before `since_on_or_before`, oldest first, at most `limit`. Read from the
     /// receivables kept as the journal is written, which keep every account named
     /// [`crate::posting::RECEIVABLES_PREFIX`]`…` (configuration allows no other).
     pub async fn open_receivables(
