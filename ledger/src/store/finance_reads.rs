@@ -171,10 +171,28 @@ macro_rules! finance_reads {
                 after: Option<&str>,
                 limit: u32,
             ) -> Result<Vec<PayoutSummary>, StoreError> {
+                // The next `limit` ids after `after` in each of the two indexes, each found by one
+                // step through its index from the last (a `DISTINCT` or `UNION` over the items
+                // would read every item of every payout).
                 let ids: Vec<String> = sqlx::query_scalar(
-                    "SELECT payout_id FROM (SELECT payout_id FROM journal_entries WHERE payout_id IS NOT NULL
-                                            UNION SELECT payout_id FROM payout_items) AS payouts
-                     WHERE ($1 IS NULL OR payout_id > $1)
+                    "WITH RECURSIVE
+                         items(payout_id, n) AS (
+                             SELECT (SELECT min(payout_id) FROM payout_items
+                                     WHERE payout_id > coalesce($1, '')), 1
+                             UNION ALL
+                             SELECT (SELECT min(p.payout_id) FROM payout_items p
+                                     WHERE p.payout_id > items.payout_id), n + 1
+                             FROM items WHERE items.payout_id IS NOT NULL AND n < $2),
+                         entries(payout_id, n) AS (
+                             SELECT (SELECT min(payout_id) FROM journal_entries
+                                     WHERE payout_id > coalesce($1, '')), 1
+                             UNION ALL
+                             SELECT (SELECT min(e.payout_id) FROM journal_entries e
+                                     WHERE e.payout_id > entries.payout_id), n + 1
+                             FROM entries WHERE entries.payout_id IS NOT NULL AND n < $2)
+                     SELECT payout_id FROM items WHERE payout_id IS NOT NULL
+                     UNION
+                     SELECT payout_id FROM entries WHERE payout_id IS NOT NULL
                      ORDER BY payout_id LIMIT $2",
                 )
                 .bind(after)

@@ -440,6 +440,21 @@ async fn a_payout_listed_over_several_pages_reconciles_to_zero(backend: Backend)
     assert_eq!(reconciliation["status"], "matched", "{reconciliation}");
     assert_eq!(reconciliation["difference"], "0.00");
     assert_eq!(reconciliation["items"].as_array().map(Vec::len), Some(250));
+    // Listed once, though its id is on its entry and on 251 items, before a cursor before it
+    // and not after its own.
+    for (query, listed) in [("limit=100", 1), ("cursor=po_bif", 1), ("cursor=po_big", 0)] {
+        let (status, page) = app
+            .api_get(&format!("/api/payouts?{query}"), Some(OPS_TOKEN))
+            .await;
+        assert_eq!(status, 200, "{page}");
+        let ids: Vec<&str> = page["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter_map(|p| p["payout_id"].as_str())
+            .collect();
+        assert_eq!(ids, ["po_big"][..listed], "{query}");
+    }
     assert_eq!(
         app.lines_of("txn_l1").await,
         ["stripe:balance USD -5", "fees:stripe USD 5"],
