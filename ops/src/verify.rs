@@ -15,19 +15,20 @@ pub async fn run(store: &Store, json: bool) -> anyhow::Result<()> {
         let report = serde_json::json!({"ok": failed.is_empty(), "checks": checks});
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{:<36} {:>10}  ASSERTS", "CHECK", "VIOLATIONS");
+        println!("{:<36} {:>10} {:>9}  ASSERTS", "CHECK", "VIOLATIONS", "MS");
         for check in &checks {
             println!(
-                "{:<36} {:>10}  {}",
-                check.name, check.violations, check.description
+                "{:<36} {:>10} {:>9}  {}",
+                check.name, check.violations, check.took_ms, check.description
             );
             for sample in &check.samples {
-                println!("{:<36} {:>10}  - {sample}", "", "");
+                println!("{:<36} {:>10} {:>9}  - {sample}", "", "", "");
             }
         }
         println!();
+        let took_ms: u64 = checks.iter().map(|c| c.took_ms).sum();
         if failed.is_empty() {
-            println!("all {} invariants hold", checks.len());
+            println!("all {} invariants hold ({took_ms} ms)", checks.len());
         }
     }
     if !failed.is_empty() {

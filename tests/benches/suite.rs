@@ -1005,18 +1005,21 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
     );
     let backfill_rss = peak_rss_kib(&worker);
 
-    // Catch-up: the worker is down while `catch_up` movements appear at Stripe over ten seconds
+    // Catch-up: the worker is down while `catch_up` movements appear at Stripe over `burst_secs`
     // (no webhook); a worker started again reads them from the feed's last window on.
     let catch_up: usize = std::env::var("BENCH_FEED_CATCH_UP")
         .ok()
         .map_or(20_000, |v| v.parse().expect("a positive integer"));
+    let burst_secs: i64 = std::env::var("BENCH_FEED_CATCH_UP_SECS")
+        .ok()
+        .map_or(10, |v| v.parse().expect("a positive integer"));
     drop(worker);
     let down = chrono::Utc::now().timestamp() + 1;
     for i in 0..catch_up {
-        let created = down + (i as i64 * 10) / catch_up as i64;
+        let created = down + (i as i64 * burst_secs) / catch_up as i64;
         fake.add_transaction(None, mixed_transaction(transactions + i, created));
     }
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    tokio::time::sleep(Duration::from_secs(burst_secs as u64 + 2)).await;
     let requests_before = fake.requests();
     let limited_before_catch_up = fake.rate_limited();
     let started = Instant::now();
@@ -1060,6 +1063,25 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
         "    requests in each second from the worker's start: {:?}",
         fake.requests_by_second(restarted_at.timestamp().max(0) as u64)
     );
+    let posted_by_second: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT floor(extract(epoch FROM je.recorded_at - $2))::bigint, count(*)
+         FROM journal_entries je JOIN unnest($1::text[]) AS ids(id) ON je.movement_id = ids.id
+         GROUP BY 1 ORDER BY 1",
+    )
+    .bind(&catch_up_ids)
+    .bind(restarted_at)
+    .fetch_all(&pool)
+    .await
+    .expect("posted by second");
+    println!("    entries posted in each second from the worker's start: {posted_by_second:?}");
+    // The windows from the last one before the outage on.
+    print_windows(
+        &pool,
+        restarted_at - chrono::TimeDelta::seconds(90),
+        restarted_at,
+        "the worker's start",
+    )
+    .await;
     let catch_up_per_sec = (catch_up as u128 * 1000 / catch_up_elapsed.as_millis().max(1)) as i64;
     // The window that reads them opens when the feed is due (no webhook: `feed_every_secs`
     // after the last window's end); from then on the rate is the listing's and the posting's.
@@ -1080,14 +1102,14 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
 
     let (ingress, base) = ingress_process(&scratch, &config, &db.url).await;
     // Each second is listed once more by a window opened the overlap after it (30 s at the
-    // defaults): the catch-up's 20,000 are listed again by such a window, of about as many pages,
-    // which holds the feed's next window meanwhile. The steady run starts once the burst has
+    // defaults): the catch-up's movements are listed again by such a window, of about as many
+    // pages, which holds the feed's next window meanwhile. The steady run starts once the burst has
     // been listed again (as many pages requested again as the catch-up listed) and a window
     // opened after that has posted (a webhook wakes the feed for it), so it measures the steady
     // state; BENCHMARKS.md gives the figures of a run that did not wait.
     let settled = Instant::now();
     let listed_once = fake.requests();
-    while chrono::Utc::now().timestamp() < down + 10 + 30 + 2 {
+    while chrono::Utc::now().timestamp() < down + burst_secs + 30 + 2 {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     ops::loadgen::run(LoadOptions {
@@ -1189,7 +1211,7 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
             .unwrap_or(-1)
     };
     let steady_rss = peak_rss_kib(&worker);
-    print_windows(&pool, settled_at).await;
+    print_windows(&pool, settled_at, settled_at, "the steady run's start").await;
     println!(
         "  steady 200/s for {steady_secs} s (started {} ms after the catch-up, once the burst's second listing had posted): {} of {} booked, {} webhooks recorded; lag p50 {} ms, p99 {} ms, max {} ms; {} answered 429; worker peak RSS {} MiB after the backfill, {} MiB after",
         settle_wait.as_millis(),
@@ -1223,15 +1245,20 @@ async fn part_feed(results: &mut serde_json::Map<String, Value>) {
     );
 }
 
-/// The feed's windows opened from `since` on: what each listed (seconds relative to `since`, the
-/// span it skipped), when it opened and how long it took to post.
-async fn print_windows(pool: &sqlx::PgPool, since: chrono::DateTime<chrono::Utc>) {
+/// The feed's windows opened from `opened_from` on: what each listed (seconds relative to
+/// `since`, the span it skipped), when it opened and how long it took to post.
+async fn print_windows(
+    pool: &sqlx::PgPool,
+    opened_from: chrono::DateTime<chrono::Utc>,
+    since: chrono::DateTime<chrono::Utc>,
+    what: &str,
+) {
     type Opened = chrono::DateTime<chrono::Utc>;
     let windows: Vec<(String, Opened, Opened, Option<Value>)> = sqlx::query_as(
         "SELECT external_id, received_at, status_changed_at, facts FROM settlement_events
          WHERE kind = 'feed.window' AND received_at >= $1 ORDER BY received_at",
     )
-    .bind(since)
+    .bind(opened_from)
     .fetch_all(pool)
     .await
     .expect("windows");
@@ -1247,7 +1274,7 @@ async fn print_windows(pool: &sqlx::PgPool, since: chrono::DateTime<chrono::Utc>
                 tenths((t.with_timezone(&chrono::Utc) - since).num_milliseconds())
             })
     };
-    println!("    the feed's windows from the steady run's start (s from it):");
+    println!("    the feed's windows from {what} (s from it):");
     for (key, opened, posted, facts) in windows {
         let window = facts
             .as_ref()
@@ -1561,7 +1588,11 @@ async fn part_finance(results: &mut serde_json::Map<String, Value>) {
         .ok()
         .map_or(1_000_000, |v| v.parse().expect("a positive integer"));
     let entries = lines / 3;
-    println!("\nfinance reads (PostgreSQL, {lines} journal lines, {entries} entries)");
+    // One entry in this many is a payout; the entries since the last are its items.
+    const PAYOUT_EVERY: i64 = 1_300;
+    println!(
+        "\nfinance reads (PostgreSQL, {lines} journal lines, {entries} entries, a payout every {PAYOUT_EVERY})"
+    );
     let db = TestDb::create().await;
     let store = ledger::Store::connect(&db.url, &ledger::StoreOptions::default())
         .await
@@ -1585,17 +1616,25 @@ async fn part_finance(results: &mut serde_json::Map<String, Value>) {
             "WITH entries AS (
                  INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id,
                                               request_fingerprint, effective_date, description,
-                                              details, recorded_at)
+                                              details, recorded_at, payout_id)
                  SELECT 'seed/' || g, (SELECT min(id) FROM settlement_events),
-                        's' || (g % 3 + 1), 'charge_settled',
+                        's' || (g % 3 + 1),
+                        CASE WHEN g % {PAYOUT_EVERY} = 0 THEN 'payout_paid' ELSE 'charge_settled' END,
                         CASE WHEN g % 6 IN (2, 5) THEN 'rc_' || g / 6 ||
                                   CASE WHEN g % 6 = 5 AND g / 6 % 1000 = 0 THEN '_other' ELSE '' END
                              ELSE 'mv_' || g END,
                         repeat('a', 64),
-                        current_date - 365 + (g * 365 / {entries})::int, 'seeded', '{{}}'::jsonb,
-                        now() - interval '366 days' + g * (interval '365 days' / {entries})
+                        current_date - 365 + (g * 365 / {entries})::int, 'seeded',
+                        jsonb_build_object('currency', (ARRAY['USD', 'EUR', 'JPY'])[g % 3 + 1],
+                                           'net', CASE WHEN g % 6 = 5 THEN '93.60' ELSE '96.80' END),
+                        now() - interval '366 days' + g * (interval '365 days' / {entries}),
+                        CASE WHEN g % {PAYOUT_EVERY} = 0 THEN 'po_' || lpad((g / {PAYOUT_EVERY} - 1)::text, 6, '0') END
                  FROM generate_series({first}, {last}) AS g
-                 RETURNING id, source)
+                 RETURNING id, source, event_id),
+             items AS (
+                 INSERT INTO payout_items (entry_id, source, payout_id, event_id)
+                 SELECT id, source, 'po_' || lpad((id / {PAYOUT_EVERY})::text, 6, '0'), event_id
+                 FROM entries WHERE id % {PAYOUT_EVERY} <> 0)
              INSERT INTO journal_lines (entry_id, line_no, account, currency, amount)
              SELECT e.id, line.no,
                     CASE WHEN e.id % 6 = 2 AND line.no = 1 THEN 'receivables:' || e.source
@@ -1633,11 +1672,9 @@ async fn part_finance(results: &mut serde_json::Map<String, Value>) {
     drop(seeder);
     println!("  seeded in {} s", seeded.elapsed().as_secs());
     let verified = Instant::now();
-    let failed: Vec<_> = store
-        .verify()
-        .await
-        .expect("verify")
-        .into_iter()
+    let checks = store.verify().await.expect("verify");
+    let failed: Vec<_> = checks
+        .iter()
         .filter(|c| c.violations > 0 && c.name.ends_with("_kept_equal_the_journal"))
         .collect();
     assert!(failed.is_empty(), "{failed:?}");
@@ -1645,6 +1682,9 @@ async fn part_finance(results: &mut serde_json::Map<String, Value>) {
         "  settle verify (every check): {} ms",
         verified.elapsed().as_millis()
     );
+    for check in &checks {
+        println!("    {:<40} {:>9} ms", check.name, check.took_ms);
+    }
     let mid_year = chrono::Utc::now().date_naive() - chrono::Duration::days(180);
     let hour_ago = chrono::Utc::now() - chrono::Duration::hours(1);
     let month_ago = chrono::Utc::now() - chrono::Duration::days(30);
@@ -1744,6 +1784,55 @@ async fn part_finance(results: &mut serde_json::Map<String, Value>) {
         assert_eq!(grouped.len(), open, "the same receivables open");
     }
     summary("open receivables, every line grouped", samples, &mut rows);
+    // Payouts: every PAYOUT_EVERY-th entry is a payout, the entries before it its items.
+    let payouts = entries / PAYOUT_EVERY;
+    if payouts > 0 {
+        let mut samples = Vec::with_capacity(30);
+        for i in 0..30 {
+            let id = format!("po_{:06}", (i * 7_919) % payouts);
+            let started = Instant::now();
+            let reconciled = store.reconciliation(&id).await.expect("reconcile");
+            samples.push(started.elapsed().as_micros() as u64);
+            assert!(
+                reconciled.is_some_and(|r| r.items.len() as i64 == PAYOUT_EVERY - 1),
+                "{id}"
+            );
+        }
+        summary(
+            &format!("reconcile payout ({} items)", PAYOUT_EVERY - 1),
+            samples,
+            &mut rows,
+        );
+        let mut samples = Vec::with_capacity(30);
+        for i in 0..30 {
+            let after = format!("po_{:06}", (i * 7_919) % payouts);
+            let started = Instant::now();
+            let page = store.payouts(Some(&after), 50).await.expect("payouts");
+            samples.push(started.elapsed().as_micros() as u64);
+            assert!(page.len() <= 50);
+        }
+        summary(
+            "payouts list, a page of 50 with statuses",
+            samples,
+            &mut rows,
+        );
+        // `settle reconcile payouts`: every payout, a page of 100 at a time, once.
+        let started = Instant::now();
+        let (mut after, mut listed) = (None::<String>, 0);
+        loop {
+            let page = store.payouts(after.as_deref(), 100).await.expect("payouts");
+            listed += page.len() as i64;
+            after = page.last().map(|p| p.payout_id.clone());
+            if page.len() < 100 {
+                break;
+            }
+        }
+        // The entries after the last payout are the items of one not paid yet.
+        assert!(listed >= payouts, "{listed} of {payouts}");
+        let all_ms = started.elapsed().as_millis() as u64;
+        println!("  reconcile payouts (all {payouts}, once)          {all_ms:>9} ms");
+        rows.push(json!({"read": "reconcile payouts (all)", "payouts": payouts, "ms": all_ms}));
+    }
     results.insert("finance".into(), json!({"lines": lines, "reads": rows}));
     store.close().await;
 }

@@ -33,6 +33,13 @@ use crate::resolvers::Resolvers;
 
 /// How often each process looks at the feeds.
 const TICK: Duration = Duration::from_secs(1);
+/// How often a process looks at a feed it is chasing: one whose last window, opened by this
+/// process, was cut short of the time it opened at ([`reach`]), so the next is due the moment it
+/// posts (a catch-up goes window after window without a tick's wait between them); for at most
+/// [`CHASING_FOR`] after that window opened (one that stopped, failing or paused, is looked at
+/// each [`TICK`] again).
+const CHASING_TICK: Duration = Duration::from_millis(100);
+const CHASING_FOR: Duration = Duration::from_secs(30);
 /// How often a process looks whether a backfill it has seen asked for an opening balance is
 /// ready for it: the backfill's command waits for the opening, so the look is close behind the
 /// last window's posting.
@@ -41,6 +48,8 @@ const OPENING_TICK: Duration = Duration::from_millis(200);
 /// window reads whole seconds (its end is exclusive), and a provider may list a movement a
 /// moment after its webhook.
 const WAKE_MARGIN: TimeDelta = TimeDelta::seconds(2);
+/// How many earlier windows [`woken`] looks back through for where the deliveries it reads begin.
+const WAKE_LOOKBACK: usize = 16;
 /// A feed's next window reads anew as far past the last one's end as the last one's pace (what
 /// it read anew, over the time from its opening to its posting) lists in about this long: at
 /// least a second, at most twice what the last one read anew, at most to now. So a feed far
@@ -61,7 +70,8 @@ pub enum Look {
     NotDue { due: DateTime<Utc> },
 }
 
-/// Looks at every feed of `resolvers` each [`TICK`] until `shutdown`.
+/// Looks at every feed of `resolvers` each [`TICK`] (a feed it is chasing each
+/// [`CHASING_TICK`]) until `shutdown`.
 pub(crate) async fn feed_loop(
     store: Store,
     resolvers: Resolvers,
@@ -74,13 +84,13 @@ pub(crate) async fn feed_loop(
     // A process that has just started does not know what happened while none looked (an
     // outage, a deploy): each source's own feed is swept at once, then as it is due.
     let mut starting: HashSet<SourceName> = feeds.iter().map(|(s, _)| s.clone()).collect();
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut chasing: HashMap<SourceName, Instant> = HashMap::new();
+    let mut next_look = tokio::time::Instant::now();
     let mut opening_tick = tokio::time::interval(OPENING_TICK);
     opening_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = tick.tick() => {}
+            () = tokio::time::sleep_until(next_look) => {}
             _ = opening_tick.tick() => {
                 for (source, watch) in openings.iter_mut().filter(|(_, w)| w.awaited) {
                     opening_look(&store, source, watch, lock_timeout_ms).await;
@@ -91,15 +101,27 @@ pub(crate) async fn feed_loop(
         }
         for (source, settings) in &feeds {
             let wake = starting.contains(source);
-            match look(&store, source, settings, Utc::now(), wake, lock_timeout_ms).await {
+            let now = Utc::now();
+            match look(&store, source, settings, now, wake, lock_timeout_ms).await {
                 // Woken until a window opens after the start (the last one may still be
                 // running, or have ended this very second).
                 Ok(Look::Opened(window)) => {
                     opened(source, &window);
                     starting.remove(source);
+                    if window.to + TimeDelta::seconds(1) < now {
+                        chasing.insert(source.clone(), Instant::now());
+                    } else {
+                        chasing.remove(source);
+                    }
                 }
-                Ok(_) => {}
-                Err(error) => warn!(%source, %error, "looking at the feed failed"),
+                Ok(Look::Busy) => {}
+                Ok(Look::NotDue { .. }) => {
+                    chasing.remove(source);
+                }
+                Err(error) => {
+                    chasing.remove(source);
+                    warn!(%source, %error, "looking at the feed failed");
+                }
             }
             if let Some(resolver) = resolvers.get(source) {
                 let feeds = accounts.entry(source.clone()).or_default();
@@ -110,6 +132,13 @@ pub(crate) async fn feed_loop(
             let watch = openings.entry(source.clone()).or_default();
             opening_look(&store, source, watch, lock_timeout_ms).await;
         }
+        chasing.retain(|_, since| since.elapsed() < CHASING_FOR);
+        next_look = tokio::time::Instant::now()
+            + if chasing.is_empty() {
+                TICK
+            } else {
+                CHASING_TICK
+            };
     }
 }
 
@@ -560,23 +589,32 @@ fn reach(last: &Window, overlap: TimeDelta, took: TimeDelta) -> TimeDelta {
 }
 
 /// Whether a delivery to `source` keeps its own feed due after window `seq` (ending at `to`):
-/// one recorded after the window before it opened (the last one opened after it, or within the
-/// margin) and received later than [`WAKE_MARGIN`] before `to`.
+/// one received later than [`WAKE_MARGIN`] before `to`. Only deliveries recorded after the
+/// newest earlier window opened by then are read (those recorded before it were received before
+/// it); windows opened in quick succession (a feed being caught up) may all have opened after
+/// such a delivery, so the search looks back past them, at most [`WAKE_LOOKBACK`] windows, else
+/// through every delivery of the source.
 async fn woken(
     store: &Store,
     source: &SourceName,
     seq: i64,
     to: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let before_last = match seq {
-        1 => None,
-        seq => store
-            .event_by_key(source.as_str(), &Window::external_id(seq - 1))
+    let mut bound = None;
+    for earlier in (1..seq).rev().take(WAKE_LOOKBACK) {
+        let Some(window) = store
+            .event_by_key(source.as_str(), &Window::external_id(earlier))
             .await?
-            .map(|e| e.id),
-    };
+        else {
+            break;
+        };
+        if window.received_at + WAKE_MARGIN <= to {
+            bound = Some(window.id);
+            break;
+        }
+    }
     Ok(store
-        .newest_delivery(source, EventId::new(before_last.unwrap_or(0)))
+        .newest_delivery(source, EventId::new(bound.unwrap_or(0)))
         .await?
         .is_some_and(|received| received + WAKE_MARGIN > to))
 }

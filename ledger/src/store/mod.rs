@@ -143,6 +143,9 @@ pub struct Check {
     pub violations: u64,
     /// Up to ten violating rows, named.
     pub samples: Vec<String>,
+    /// How long its query took: each check reads what it checks whole (the journal's checks
+    /// read every line), so a check's time grows with the store.
+    pub took_ms: u64,
 }
 
 /// The concrete pool under a store, for the job queue's backend.

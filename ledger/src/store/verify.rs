@@ -16,13 +16,14 @@ pub(super) struct CheckSql {
 const SAMPLES_MAX: usize = 10;
 
 impl CheckSql {
-    /// The check's outcome from the rows its query listed.
-    pub(super) fn outcome(&self, rows: Vec<String>) -> Check {
+    /// The check's outcome from the rows its query listed, and how long the query took.
+    pub(super) fn outcome(&self, rows: Vec<String>, took: std::time::Duration) -> Check {
         Check {
             name: self.name,
             description: self.description,
             violations: rows.len() as u64,
             samples: rows.into_iter().take(SAMPLES_MAX).collect(),
+            took_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
         }
     }
 }

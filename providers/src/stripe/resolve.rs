@@ -176,8 +176,9 @@ const PARTS_MAX: i64 = 32;
 const DENSE_PARTS: i64 = 8;
 /// About this many pages a part holds by its first page's density (each part's last page is
 /// short: the fewer parts, the fewer requests beyond the listing's own; a denser part than it
-/// seemed is cut again).
-const PAGES_PER_PART: i64 = 16;
+/// seemed is cut again). A backfill's day of 100 pages is cut into four parts; its seven windows'
+/// 28 parts, listed side by side, still spend the whole budget.
+const PAGES_PER_PART: i64 = 32;
 /// At most this many pages of a window listed and not yet posted (what a window holds in
 /// memory beyond the page being posted).
 const PAGES_AHEAD: usize = 16;
@@ -336,8 +337,6 @@ struct Part {
 fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), ProviderError>> {
     Box::pin(async move {
         let Part { span, mut after } = part;
-        // The pages listed so far hold `[top, span.1)`.
-        let mut top = span.1;
         loop {
             let turn = listing
                 .turns
@@ -353,19 +352,20 @@ fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), P
                     listing.priority,
                 )
                 .await?;
+            let newest = page.first().map(|t| t.created);
             let oldest = page.last().map(|t| (t.id.clone(), t.created));
             let sent = listing.pages.send(page).await;
             drop(turn);
             if sent.is_err() || !more {
                 return Ok(());
             }
-            let (id, at) = oldest.ok_or_else(|| {
+            let ((id, at), newest) = oldest.zip(newest).ok_or_else(|| {
                 ProviderError::Response("an empty listing page says it has more".into())
             })?;
-            let parts = rest_of_window((span.0, top), at, &id);
+            // The page held a page's worth over `[at, newest]`.
+            let parts = rest_of_window((span.0, newest + 1), at, &id);
             if parts.is_empty() {
                 after = Some(id);
-                top = at + 1;
                 continue;
             }
             return futures::future::try_join_all(
@@ -377,28 +377,28 @@ fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), P
     })
 }
 
-/// How to list what remains of `(from, to)` once a page that began at `to` ended with `after`,
-/// created at `at` (Stripe lists newest first): nothing (page after page, as it is) unless the
-/// rest holds at least two parts' worth of pages by the page's density, or the page fell within
-/// one second (at least a page a second: the rest is cut into its seconds, or into
-/// [`DENSE_PARTS`] parts when it holds more, each cut again as its own pages show); then the
-/// rest of second `at` after `after`, and `[from, at)` cut into parts of whole seconds, about
-/// [`PAGES_PER_PART`] pages each (at most [`PARTS_MAX`]).
+/// How to list what remains of a span from `from` once a page of movements created in
+/// `[at, to)` ended with `after`, created at `at` (Stripe lists newest first): nothing (page
+/// after page, as it is) unless the rest holds at least two parts' worth of pages by the page's
+/// density, or the page fell within one second (at least a page a second: the rest is cut into
+/// its seconds, or into [`DENSE_PARTS`] parts when it holds more, each cut again as its own
+/// pages show; a second's pages come one after another, so even one second before `at` is
+/// listed beside the rest of `at`); then the rest of second `at` after `after`, and
+/// `[from, at)` cut into parts of whole seconds, about [`PAGES_PER_PART`] pages each (at most
+/// [`PARTS_MAX`]).
 fn rest_of_window((from, to): (i64, i64), at: i64, after: &str) -> Vec<Part> {
     let rest = at - from;
     if rest <= 0 {
         return Vec::new();
     }
-    // The page held a page's worth over `[at, to)`.
     let first = (to - at).max(1);
     let pages = (rest + first - 1) / first;
-    let count = match first {
-        1 => rest.min(DENSE_PARTS),
-        _ => (pages + PAGES_PER_PART - 1) / PAGES_PER_PART,
-    }
-    .min(PARTS_MAX)
-    .min(rest);
-    if count < 2 {
+    let (count, least) = match first {
+        1 => (rest.min(DENSE_PARTS), 1),
+        _ => ((pages + PAGES_PER_PART - 1) / PAGES_PER_PART, 2),
+    };
+    let count = count.min(PARTS_MAX).min(rest);
+    if count < least {
         return Vec::new();
     }
     let mut parts = vec![Part {

@@ -494,6 +494,12 @@ async fn verify_reports_a_broken_invariant() {
     let (ok, report) = run_settle(&config, &app.database_url(), &["verify"]).await;
     assert!(!ok, "settle verify exited 0 on a broken store:\n{report}");
     assert!(report.contains("event_accounted_for"), "{report}");
+    // Each check says how long it took (a check reads what it checks whole).
+    let (_, json) = run_settle(&config, &app.database_url(), &["verify", "--json"]).await;
+    let report: serde_json::Value = serde_json::from_str(&json).expect("a JSON report");
+    let checks = report["checks"].as_array().expect("checks");
+    assert!(!checks.is_empty());
+    assert!(checks.iter().all(|c| c["took_ms"].is_u64()), "{json}");
     sqlx::query("ALTER TABLE journal_lines DISABLE TRIGGER journal_lines_immutable")
         .execute(app.pg())
         .await

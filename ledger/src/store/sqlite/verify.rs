@@ -9,10 +9,11 @@ impl SqliteStore {
     pub(in crate::store) async fn verify(&self) -> Result<Vec<Check>, StoreError> {
         let mut checks = Vec::with_capacity(CHECKS.len());
         for check in CHECKS {
+            let started = std::time::Instant::now();
             let rows: Vec<String> = sqlx::query_scalar(check.sqlite)
                 .fetch_all(&self.pool)
                 .await?;
-            checks.push(check.outcome(rows));
+            checks.push(check.outcome(rows, started.elapsed()));
         }
         Ok(checks)
     }

@@ -98,7 +98,7 @@ fn a_connected_account_never_touches_the_platforms_accounts() {
 fn the_rest_of_a_window_is_cut_by_the_first_pages_density() {
     let after = "txn_x";
     // The first page held [9_900, 10_000): about 99 more pages' worth in [0, 9_900), in
-    // parts of about sixteen pages.
+    // parts of about `PAGES_PER_PART` pages.
     let parts = rest_of_window((0, 10_000), 9_900, after);
     assert_eq!(
         parts[0],
@@ -108,7 +108,7 @@ fn the_rest_of_a_window_is_cut_by_the_first_pages_density() {
         }
     );
     let spans: Vec<(i64, i64)> = parts[1..].iter().map(|p| p.span).collect();
-    assert_eq!(spans.len(), 7);
+    assert_eq!(spans.len() as i64, (99 + PAGES_PER_PART - 1) / PAGES_PER_PART);
     assert_eq!(spans.first().map(|s| s.0), Some(0));
     assert_eq!(spans.last().map(|s| s.1), Some(9_900));
     assert!(spans.windows(2).all(|w| w[0].1 == w[1].0));
@@ -117,6 +117,20 @@ fn the_rest_of_a_window_is_cut_by_the_first_pages_density() {
     assert_eq!(rest_of_window((0, 1_000), 999, after).len(), 1 + DENSE_PARTS as usize);
     assert_eq!(rest_of_window((0, 10), 9, after).len(), 1 + DENSE_PARTS as usize);
     assert_eq!(rest_of_window((0, 5), 4, after).len(), 1 + 4);
+    // Even one second before a dense page's: listed beside the rest of the page's second.
+    assert_eq!(
+        rest_of_window((9, 11), 10, after),
+        vec![
+            Part {
+                span: (10, 11),
+                after: Some(after.to_owned())
+            },
+            Part {
+                span: (9, 10),
+                after: None
+            }
+        ]
+    );
     // A few pages' worth left: read page after page.
     assert!(rest_of_window((0, 1_000), 700, after).is_empty());
     assert!(rest_of_window((0, 100_000), 99_000, after).len() > 1);
