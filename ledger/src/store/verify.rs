@@ -110,16 +110,8 @@ pub(super) const CHECKS: &[CheckSql] = &[
     CheckSql {
         name: "entry_balanced",
         description: "every entry has at least two lines and balances per currency",
-        postgres: "SELECT 'entry ' || je.id FROM journal_entries je
-         WHERE (SELECT count(*) FROM journal_lines l WHERE l.entry_id = je.id) < 2
-            OR EXISTS (SELECT 1 FROM journal_lines l WHERE l.entry_id = je.id
-                       GROUP BY l.currency HAVING sum(l.amount) <> 0)
-         ORDER BY je.id",
-        sqlite: "SELECT 'entry ' || je.id FROM journal_entries je
-         WHERE (SELECT count(*) FROM journal_lines l WHERE l.entry_id = je.id) < 2
-            OR EXISTS (SELECT 1 FROM journal_lines l WHERE l.entry_id = je.id
-                       GROUP BY l.currency HAVING sum(l.amount_minor) <> 0)
-         ORDER BY je.id",
+        postgres: ENTRY_BALANCED_POSTGRES,
+        sqlite: ENTRY_BALANCED_SQLITE,
     },
     CheckSql {
         name: "journal_immutable",
@@ -230,6 +222,31 @@ const RUNTIME_ROLES_CANNOT_ALTER_THE_JOURNAL: &str = "WITH RECURSIVE members(oid
            WHERE NOT r.rolsuper AND n.oid IN (SELECT oid FROM schemas)
              AND has_schema_privilege(r.oid, n.oid, 'CREATE')
          ORDER BY 1";
+
+/// One pass over the lines in entry order (their primary key's): each entry's count, total and
+/// lowest and highest currency; an entry in one currency balances when its total is zero, and
+/// only an entry in several is summed currency by currency.
+const ENTRY_BALANCED_POSTGRES: &str = "SELECT 'entry ' || je.id FROM journal_entries je
+         LEFT JOIN (SELECT entry_id, count(*) AS n, sum(amount) AS total,
+                           min(currency) AS low, max(currency) AS high
+                    FROM journal_lines GROUP BY entry_id) l ON l.entry_id = je.id
+         WHERE l.entry_id IS NULL OR l.n < 2
+            OR (l.low = l.high AND l.total <> 0)
+            OR (l.low <> l.high AND EXISTS (
+                    SELECT 1 FROM journal_lines x WHERE x.entry_id = je.id
+                    GROUP BY x.currency HAVING sum(x.amount) <> 0))
+         ORDER BY je.id";
+
+const ENTRY_BALANCED_SQLITE: &str = "SELECT 'entry ' || je.id FROM journal_entries je
+         LEFT JOIN (SELECT entry_id, count(*) AS n, sum(amount_minor) AS total,
+                           min(currency) AS low, max(currency) AS high
+                    FROM journal_lines GROUP BY entry_id) l ON l.entry_id = je.id
+         WHERE l.entry_id IS NULL OR l.n < 2
+            OR (l.low = l.high AND l.total <> 0)
+            OR (l.low <> l.high AND EXISTS (
+                    SELECT 1 FROM journal_lines x WHERE x.entry_id = je.id
+                    GROUP BY x.currency HAVING sum(x.amount_minor) <> 0))
+         ORDER BY je.id";
 
 const DEAD_LETTER_OPEN_ONLY_FOR_ABANDONED: &str =
     "SELECT 'dead letter ' || d.id || ' (event ' || e.id || ' is ' || e.status || ')'

@@ -229,7 +229,10 @@ fn balances_of(json: &Value) -> BTreeMap<(String, String), Decimal> {
         .collect()
 }
 
-tests::on_both_backends!(balances_read_from_the_days_kept_equal_the_journals_lines);
+tests::on_both_backends!(
+    balances_read_from_the_days_kept_equal_the_journals_lines,
+    verify_names_each_entry_that_does_not_balance
+);
 
 /// Balances are read from the balances kept by day, which the journal's own insert writes (as
 /// recorded at a moment: less the entries recorded after it): equal, date by date, to the
@@ -880,4 +883,70 @@ async fn the_openapi_document_matches_the_routes() {
         .await
         .expect("sent");
     assert_eq!(response.status().as_u16(), 404);
+}
+
+/// `settle verify` names each entry with fewer than two lines, or whose lines do not balance in
+/// one of its currencies (an entry in two currencies summed currency by currency, not as one
+/// total), written past the database's own checks; an entry balanced in each of its two
+/// currencies is not named.
+async fn verify_names_each_entry_that_does_not_balance(backend: Backend) {
+    let app = spawn(AppOptions::on(backend)).await;
+    let fee = json!({"movement_id": "mv_fee", "currency": "USD",
+                     "occurred_at": "2026-11-30T10:00:00Z", "amount": "1.00"});
+    let event = app.post_standard("evt_1", &canonical("fee", fee)).await;
+    assert_eq!(event.status().as_u16(), 200);
+    app.wait_settled(30).await;
+    let (amount, past_the_checks) = match backend {
+        Backend::Postgres => ("amount", "SET session_replication_role = replica;"),
+        Backend::Sqlite => ("amount_minor", "DROP TRIGGER journal_entries_balanced;"),
+    };
+    let (extra, overriding) = match backend {
+        Backend::Postgres => ("", "OVERRIDING SYSTEM VALUE"),
+        Backend::Sqlite => (", amount", ""),
+    };
+    // (movement, lines as (currency, minor units)), one entry each.
+    let planted: [(&str, &[(&str, i64)]); 5] = [
+        ("one_line", &[("USD", 100)]),
+        ("off", &[("USD", 100), ("USD", -99)]),
+        ("two_currencies_off", &[("USD", 100), ("EUR", -100)]),
+        (
+            "two_currencies_balanced",
+            &[("USD", 100), ("USD", -100), ("EUR", 5), ("EUR", -5)],
+        ),
+        ("balanced", &[("USD", 100), ("USD", -100)]),
+    ];
+    let mut sql = format!("BEGIN; {past_the_checks}");
+    let first = app.scalar("SELECT max(id) FROM journal_entries").await + 1;
+    for (i, (movement, lines)) in planted.iter().enumerate() {
+        let id = first + i as i64;
+        for (n, (currency, minor)) in lines.iter().enumerate() {
+            let value = match backend {
+                Backend::Postgres => format!("{minor}"),
+                Backend::Sqlite => format!("{minor}, '{minor}'"),
+            };
+            sql.push_str(&format!(
+                "INSERT INTO journal_lines (entry_id, line_no, account, currency, {amount}{extra})
+                 VALUES ({id}, {}, 'planted', '{currency}', {value});",
+                n + 1
+            ));
+        }
+        sql.push_str(&format!(
+            "INSERT INTO journal_entries (id, source_key, event_id, source, kind, movement_id,
+                 request_fingerprint, effective_date, description, recorded_at, details)
+             {overriding} SELECT {id}, 'planted/{movement}', min(id), 'std', 'fee', '{movement}',
+                 '{}', '2026-11-30', 'planted', '2026-11-30T00:00:00Z', '{{}}'
+             FROM settlement_events;",
+            "0".repeat(64)
+        ));
+    }
+    sql.push_str("COMMIT;");
+    app.exec(&sql).await.expect("planted past the checks");
+    let checks = app.store.verify().await.expect("verify");
+    let balanced = checks
+        .iter()
+        .find(|c| c.name == "entry_balanced")
+        .expect("the check");
+    let named: Vec<String> = (0..3).map(|i| format!("entry {}", first + i)).collect();
+    assert_eq!(balanced.samples, named, "{balanced:?}");
+    assert_eq!(balanced.violations, 3);
 }
