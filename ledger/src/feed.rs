@@ -51,6 +51,11 @@ pub struct Window {
     /// passed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// Where its listing begins, when after `from`: every second before it had already been
+    /// listed by a listing opened at least the overlap after it ([`Window::settled`]), so it is
+    /// not listed again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<DateTime<Utc>>,
 }
 
 impl Window {
@@ -77,6 +82,7 @@ impl Window {
             to,
             account: None,
             skip: None,
+            settled: None,
         }
     }
 
@@ -88,36 +94,78 @@ impl Window {
             to: now,
             account: account.map(str::to_owned),
             skip: None,
+            settled: None,
         }
     }
 
-    /// The window after this one, opened at `now`: `[to - overlap, now)`, so a movement the
-    /// provider lists late (created before `to`, visible after it) is read again. What lies
-    /// between `now - overlap` and `to - fresh` was listed by this window moments ago; the next
-    /// window would list it again: it is skipped (at least `fresh` before `to` is read again
-    /// now, for what a provider lists a moment after its webhook). So every second is listed
-    /// once soon after it and once at least `overlap` after it, and a feed woken every second
-    /// lists each movement about twice, not once per second of the overlap.
-    pub fn after(&self, now: DateTime<Utc>, overlap: TimeDelta, fresh: TimeDelta) -> Self {
+    /// The window after this one, opened at `now` and reading to `to` (`now`, or short of it
+    /// when the feed is behind), this one having been opened at `opened`: `[self.to - overlap,
+    /// to)`, so a movement the provider lists late (created before `self.to`, visible after it)
+    /// is read again. Every second is listed once soon after it and once by a listing opened at
+    /// least `overlap` after it; a second that has had both is not listed again:
+    ///
+    /// - what lies before this one's [`settled`](Window::settled) point is not listed (a feed
+    ///   catching up lists seconds long past: their first listing was already the late one);
+    /// - what lies between `now - overlap` and `self.to - fresh` was listed by this window (or
+    ///   the one before it) moments ago and is listed again by a later window once the overlap
+    ///   has passed: it is skipped (at least `fresh` before `self.to` is read again now, for what
+    ///   a provider lists a moment after its webhook).
+    ///
+    /// So a feed woken every second lists each movement about twice, not once per second of the
+    /// overlap, and a feed catching up on an outage longer than the overlap lists most of it once.
+    pub fn after(
+        &self,
+        opened: DateTime<Utc>,
+        now: DateTime<Utc>,
+        to: DateTime<Utc>,
+        overlap: TimeDelta,
+        fresh: TimeDelta,
+    ) -> Self {
         let from = self.to - overlap;
-        let (settled, unread) = (now - overlap, self.to - fresh.min(overlap));
+        let settled = self.settled(opened, overlap).max(from);
+        let (late, unread) = (now - overlap, self.to - fresh.min(overlap));
+        let skip_from = settled.max(late);
         Self {
             seq: self.seq + 1,
             from,
-            to: now,
+            to,
             account: self.account.clone(),
-            skip: (from < settled && settled < unread).then_some((settled, unread)),
+            skip: (skip_from < unread).then_some((skip_from, unread)),
+            settled: (from < settled).then_some(settled),
         }
     }
 
-    /// The spans it lists: `[from, to)` less what it skips.
+    /// Where its listing begins: `from`, or later when what lies before was listed late enough
+    /// already.
+    pub fn listed_from(&self) -> DateTime<Utc> {
+        self.settled
+            .map_or(self.from, |settled| settled.max(self.from))
+    }
+
+    /// How far every second has been listed by a listing opened at least `overlap` after it,
+    /// once this window, opened at `opened`, has posted: from where it lists, each second it
+    /// lists before `opened - overlap` (a window lists after it is opened), up to what it skips.
+    pub fn settled(&self, opened: DateTime<Utc>, overlap: TimeDelta) -> DateTime<Utc> {
+        let opened = DateTime::from_timestamp(opened.timestamp(), 0).unwrap_or(opened);
+        let mut late = (opened - overlap).min(self.to);
+        if let Some((start, _)) = self.skip {
+            late = late.min(start);
+        }
+        self.listed_from().max(late)
+    }
+
+    /// The spans it lists: `[listed_from, to)` less what it skips.
     pub fn spans(&self) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+        let from = self.listed_from();
         match self.skip {
-            Some((start, end)) => [(self.from, start), (end, self.to)]
+            Some((start, end)) => [(from, start), (end.max(from), self.to)]
                 .into_iter()
                 .filter(|(a, b)| a < b)
                 .collect(),
-            None => vec![(self.from, self.to)],
+            None => [(from, self.to)]
+                .into_iter()
+                .filter(|(a, b)| a < b)
+                .collect(),
         }
     }
 
@@ -273,6 +321,7 @@ mod tests {
             to,
             account: None,
             skip: None,
+            settled: None,
         };
         let named = window.named();
         assert_eq!(named.object, "feed:000000000007");
@@ -322,7 +371,8 @@ mod tests {
         let mut windows = vec![Window::first(None, at(100_000), overlap)];
         for gap in gaps {
             let last = windows.last().expect("a window");
-            windows.push(last.after(last.to + TimeDelta::seconds(gap), overlap, fresh));
+            let now = last.to + TimeDelta::seconds(gap);
+            windows.push(last.after(last.to, now, now, overlap, fresh));
         }
         // Opened at its `to`, each window lists its spans.
         let listed_at = |second: i64| -> Vec<i64> {
@@ -371,5 +421,72 @@ mod tests {
         // A long window (a catch-up) skips nothing.
         assert!(windows.iter().any(|w| w.skip.is_none() && w.seq > 1));
         assert!(windows.iter().any(|w| w.skip.is_some()));
+    }
+
+    #[test]
+    fn a_feed_catching_up_lists_once_what_it_first_lists_the_overlap_after() {
+        let at = |s: i64| DateTime::from_timestamp(s, 0).expect("time");
+        let (overlap, fresh) = (TimeDelta::seconds(30), TimeDelta::seconds(2));
+        // A feed woken every second, then down for 200 s; started again, each window reads at
+        // most 5 s anew and the next opens a second later, until it has caught up.
+        let mut windows = vec![(Window::first(None, at(100_000), overlap), at(100_000))];
+        let mut now = 100_000;
+        while now < 100_400 {
+            now += if now == 100_020 { 200 } else { 1 };
+            let (last, opened) = windows.last().expect("a window");
+            let to = (last.to + TimeDelta::seconds(5)).min(at(now));
+            windows.push((last.after(*opened, at(now), to, overlap, fresh), at(now)));
+        }
+        let listings = |second: i64| -> Vec<i64> {
+            windows
+                .iter()
+                .filter(|(w, _)| {
+                    w.spans()
+                        .iter()
+                        .any(|(a, b)| a.timestamp() <= second && second < b.timestamp())
+                })
+                .map(|(_, opened)| opened.timestamp())
+                .collect()
+        };
+        let (last, opened) = windows.last().expect("a window");
+        let settled = last.settled(*opened, overlap).timestamp();
+        assert!(
+            settled >= now - overlap.num_seconds() - 1,
+            "settled to {settled}"
+        );
+        for second in 100_000..last.to.timestamp() {
+            let times = listings(second);
+            // Listed first by the first window that reads past it ...
+            let first = windows
+                .iter()
+                .find(|(w, _)| w.to.timestamp() > second)
+                .map(|(_, opened)| opened.timestamp());
+            assert_eq!(times.first().copied(), first, "second {second}");
+            if second < settled {
+                // ... and, once settled, by one opened at least the overlap after it ...
+                assert!(
+                    times
+                        .iter()
+                        .any(|t| *t >= second + 1 + overlap.num_seconds()),
+                    "second {second}: listed at {times:?}"
+                );
+                // ... once only, when the first listing was that late.
+                if times[0] >= second + 1 + overlap.num_seconds() {
+                    assert_eq!(times.len(), 1, "second {second}: listed at {times:?}");
+                }
+            }
+        }
+        // Most of the outage was listed once: its first listing came the overlap after it.
+        let once = (100_021..100_220)
+            .filter(|s| listings(*s).len() == 1)
+            .count();
+        assert!(once > 150, "{once} of the outage's 199 seconds listed once");
+        // A window that lists from a settled point still reads anew past the last one's end
+        // (the pace a catch-up is cut by is read from `from`).
+        for pair in windows.windows(2) {
+            let (before, this) = (&pair[0].0, &pair[1].0);
+            assert_eq!(this.from, before.to - overlap);
+            assert!(this.listed_from() <= before.to.max(this.from));
+        }
     }
 }

@@ -539,7 +539,7 @@ pub async fn look_at(
                 .to
                 .checked_add_signed(reach)
                 .map_or(now, |to| to.min(now));
-            window.after(to, overlap, WAKE_MARGIN)
+            window.after(last.received_at, now, to, overlap, WAKE_MARGIN)
         }
     };
     if now <= window.from {

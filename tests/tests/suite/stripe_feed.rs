@@ -21,6 +21,7 @@ tests::on_both_backends!(
     a_connected_accounts_money_with_no_webhook_is_booked_by_its_own_feed,
     a_webhook_wakes_the_feed_and_the_overlap_reads_what_stripe_listed_late,
     a_feed_that_stopped_catches_up_from_its_last_window,
+    an_outage_longer_than_the_overlap_is_listed_once,
     a_worker_that_starts_sweeps_at_once,
     each_category_books_to_its_account_and_what_settle_cannot_place_to_suspense,
     a_backfilled_account_equals_stripes_balance_and_its_coverage_is_complete,
@@ -505,6 +506,65 @@ async fn a_worker_that_starts_sweeps_at_once(backend: Backend) {
     assert!(
         last + 1 >= opened_at,
         "caught up: window {opened} ends at {last}, opened at {opened_at}"
+    );
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
+
+/// Every second is listed again by a window opened at least the overlap after it, unless its
+/// first listing already was: a feed caught up after an outage longer than the overlap lists
+/// what happened in it once, and books it.
+async fn an_outage_longer_than_the_overlap_is_listed_once(backend: Backend) {
+    let fake = fake().await;
+    const OVERLAP: i64 = 4;
+    let with_overlap = |options: AppOptions| AppOptions {
+        extra: options.extra.replace(
+            "feed_overlap_secs = 30",
+            &format!("feed_overlap_secs = {OVERLAP}"),
+        ),
+        ..options
+    };
+    let app = spawn(with_overlap(options(backend, &fake, 3_600))).await;
+    window_posted(&app, 1).await;
+    let end = window_end(&app, 1).await;
+    let database = app.stop().await;
+    fake.add_transaction(None, movement("txn_o_fee", "fee", -125, None, end + 1));
+    // Down for longer than the overlap: the first listing of `end + 1` is late enough.
+    wait_past(end + 2 + OVERLAP).await;
+    let app = start(database, with_overlap(options(backend, &fake, 3_600))).await;
+    wait_entries(&app, &["txn_o_fee"]).await;
+    // The windows at the start follow one another until one reaches the time it opened at.
+    let windows = "SELECT count(*) FROM settlement_events WHERE kind = 'feed.window'";
+    let mut opened = app.scalar(windows).await;
+    for _ in 0..6 {
+        tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+        app.wait_settled(30).await;
+        let now = app.scalar(windows).await;
+        if now == opened {
+            break;
+        }
+        opened = now;
+    }
+    assert!(
+        opened >= 3,
+        "the start's window and the one after it ({opened})"
+    );
+    let listings: Vec<(i64, i64)> = fake
+        .seen()
+        .iter()
+        .filter(|seen| seen.path == "/v1/balance_transactions")
+        .filter_map(|seen| Some((listed_from(&seen.query)?, listed_to(&seen.query)?)))
+        .filter(|(from, to)| (*from..*to).contains(&(end + 1)))
+        .collect();
+    assert_eq!(
+        listings.len(),
+        1,
+        "second {} listed once, by a window opened the overlap after it: {listings:?}",
+        end + 1
+    );
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM journal_entries WHERE movement_id = 'txn_o_fee'")
+            .await,
+        1
     );
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }

@@ -11,6 +11,7 @@ fn a_window_reads_anew_what_the_last_ones_pace_lists_in_five_seconds() {
         to: at(40),
         account: None,
         skip: None,
+        settled: None,
     };
     let reach = |took_ms: i64| reach(&last, overlap, TimeDelta::milliseconds(took_ms));
     assert_eq!(reach(20_000), TimeDelta::seconds(2), "slow: shorter");

@@ -192,6 +192,7 @@ fn window(from: i64, to: i64) -> Window {
         to: DateTime::from_timestamp(to, 0).expect("time"),
         account: None,
         skip: None,
+        settled: None,
     }
 }
 
