@@ -166,7 +166,7 @@ pub fn open_since(days: u32) -> NaiveDate {
 }
 
 /// How a payout compares with the items it paid out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReconciliationStatus {
     /// The payout equals the net of its items.
@@ -232,7 +232,7 @@ pub struct Reconciliation {
 }
 
 /// A payout in the reconciliation listing.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PayoutSummary {
     pub payout_id: String,
     pub status: ReconciliationStatus,

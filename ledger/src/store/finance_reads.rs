@@ -201,11 +201,74 @@ macro_rules! finance_reads {
                 .await?;
                 let mut summaries = Vec::with_capacity(ids.len());
                 for id in ids {
-                    if let Some(reconciliation) = self.reconciliation(&id).await? {
-                        summaries.push(PayoutSummary::from(&reconciliation));
+                    if let Some(summary) = self.payout_summary(&id).await? {
+                        summaries.push(summary);
                     }
                 }
                 Ok(summaries)
+            }
+
+            /// A payout's summary: as kept (`payout_summaries`) when what it was computed from
+            /// is what the journal holds now (the same counts of the rows it read, which are
+            /// never updated or deleted), else its reconciliation's, kept when nothing was
+            /// written for the payout while it was computed. Keeping is an optimisation: a
+            /// listing that may not write (a read-only connection) still answers.
+            async fn payout_summary(&self, payout_id: &str) -> Result<Option<PayoutSummary>, StoreError> {
+                let before = self.payout_counts(payout_id).await?;
+                let kept: Option<(i64, i64, i64, String)> = sqlx::query_as(
+                    "SELECT entries, items, reversals, summary FROM payout_summaries WHERE payout_id = $1",
+                )
+                .bind(payout_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                if let Some((entries, items, reversals, summary)) = kept
+                    && (entries, items, reversals) == before
+                    && let Ok(summary) = serde_json::from_str::<PayoutSummary>(&summary)
+                {
+                    return Ok(Some(summary));
+                }
+                let Some(reconciliation) = self.reconciliation(payout_id).await? else {
+                    return Ok(None);
+                };
+                let summary = PayoutSummary::from(&reconciliation);
+                if self.payout_counts(payout_id).await? == before {
+                    let (entries, items, reversals) = before;
+                    let text = serde_json::to_string(&summary)
+                        .map_err(|e| StoreError::Corrupt(format!("a payout summary: {e}")))?;
+                    let kept = sqlx::query(
+                        "INSERT INTO payout_summaries (payout_id, entries, items, reversals, summary)
+                         VALUES ($1, $2, $3, $4, $5)
+                         ON CONFLICT (payout_id) DO UPDATE SET entries = excluded.entries,
+                             items = excluded.items, reversals = excluded.reversals,
+                             summary = excluded.summary",
+                    )
+                    .bind(payout_id)
+                    .bind(entries)
+                    .bind(items)
+                    .bind(reversals)
+                    .bind(text)
+                    .execute(&self.pool)
+                    .await;
+                    if let Err(error) = kept {
+                        tracing::debug!(payout_id, %error, "a payout's summary was not kept");
+                    }
+                }
+                Ok(Some(summary))
+            }
+
+            /// How many entries carry `payout_id`, how many are tied to it, and how many
+            /// reversals its payout entries have: what its reconciliation reads, counted.
+            async fn payout_counts(&self, payout_id: &str) -> Result<(i64, i64, i64), StoreError> {
+                Ok(sqlx::query_as(
+                    "SELECT (SELECT count(*) FROM journal_entries WHERE payout_id = $1),
+                            (SELECT count(*) FROM payout_items WHERE payout_id = $1),
+                            (SELECT count(*) FROM journal_entries p
+                             JOIN journal_entries r ON r.reverses_entry_id = p.id
+                             WHERE p.payout_id = $1 AND p.kind = 'payout_paid')",
+                )
+                .bind(payout_id)
+                .fetch_one(&self.pool)
+                .await?)
             }
         }
 

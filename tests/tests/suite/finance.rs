@@ -231,8 +231,83 @@ fn balances_of(json: &Value) -> BTreeMap<(String, String), Decimal> {
 
 tests::on_both_backends!(
     balances_read_from_the_days_kept_equal_the_journals_lines,
-    verify_names_each_entry_that_does_not_balance
+    verify_names_each_entry_that_does_not_balance,
+    the_payouts_listing_keeps_each_summary_until_its_payout_changes
 );
+
+/// The payouts listing keeps each payout's summary as computed, beside the counts of the rows it
+/// was computed from: listed again, the kept summary answers; once an item arrives or the payout
+/// fails, the payout's summary is computed again. Every summary listed equals its payout's own
+/// reconciliation.
+async fn the_payouts_listing_keeps_each_summary_until_its_payout_changes(backend: Backend) {
+    use ledger::finance::ReconciliationStatus as Status;
+    let app = spawn(AppOptions::on(backend)).await;
+    let (events, withheld) = generate();
+    deliver(&app, &events).await;
+    let listed = || {
+        let store = app.store.clone();
+        async move {
+            store
+                .payouts(None, 100)
+                .await
+                .expect("payouts")
+                .into_iter()
+                .map(|p| (p.payout_id.clone(), p))
+                .collect::<BTreeMap<_, _>>()
+        }
+    };
+    let reconciled = |payout_id: String| {
+        let store = app.store.clone();
+        async move {
+            ledger::finance::PayoutSummary::from(
+                &store
+                    .reconciliation(&payout_id)
+                    .await
+                    .expect("reconciliation")
+                    .expect("a payout"),
+            )
+        }
+    };
+    let first = listed().await;
+    assert_eq!(first.len(), 8);
+    for (payout_id, summary) in &first {
+        assert_eq!(summary, &reconciled(payout_id.clone()).await);
+    }
+    assert_eq!(app.count("payout_summaries").await, 8, "each summary kept");
+    assert_eq!(listed().await, first, "listed again, the same");
+    // The listing answers from what it kept while the payout's rows are as they were (a kept
+    // summary altered here shows through) ...
+    app.exec(
+        "UPDATE payout_summaries SET summary = replace(summary, '\"matched\"', '\"unmatched\"')
+         WHERE payout_id = 'po_KWD_A'",
+    )
+    .await
+    .expect("altered");
+    assert_eq!(listed().await["po_KWD_A"].status, Status::Unmatched);
+    // ... and computes a payout again once an entry carrying its id arrives, or its payout fails.
+    let withheld = withheld.expect("one USD item is withheld");
+    assert_eq!(first["po_USD_B"].status, Status::Unmatched);
+    let paid_b = events
+        .iter()
+        .find(|e| e.id == "EUR_payB")
+        .expect("EUR payout B");
+    let failed_b = Generated {
+        id: "EUR_failB".into(),
+        kind: "payout_failed",
+        day: 9,
+        ..paid_b.clone()
+    };
+    deliver(&app, &[withheld, failed_b]).await;
+    let after = listed().await;
+    assert_eq!(after["po_USD_B"].status, Status::Matched);
+    assert_eq!(after["po_EUR_B"].status, Status::Reversed);
+    for (payout_id, summary) in &after {
+        if payout_id != "po_KWD_A" {
+            assert_eq!(summary, &reconciled(payout_id.clone()).await, "{payout_id}");
+        }
+    }
+    assert_eq!(app.failed_invariants().await, Vec::<String>::new());
+}
 
 /// Balances are read from the balances kept by day, which the journal's own insert writes (as
 /// recorded at a moment: less the entries recorded after it): equal, date by date, to the

@@ -70,6 +70,8 @@ const GRANTS: &[&str] = &[
          feed_cursors, source_pauses TO settle_console",
     "GRANT INSERT ON journal_entries, journal_lines, journal_corrections, payout_items, audit_log,
          payload_erasures TO settle_console",
+    // The payouts listing keeps each payout's summary as it last computed it.
+    "GRANT INSERT, UPDATE ON payout_summaries TO settle_console",
 ];
 
 impl PgStore {

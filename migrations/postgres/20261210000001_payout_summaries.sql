@@ -1,0 +1,14 @@
+-- Each payout's summary in the payouts listing (its status, amounts and item count), kept as
+-- the listing last computed it, beside what it was computed from: how many entries carry the
+-- payout's id, how many entries are tied to it, and how many reversals its payout entries have.
+-- Those rows are never updated or deleted, so equal counts read later mean the same rows: the
+-- listing uses a kept summary only when the counts read now equal its own, and otherwise
+-- computes the payout's reconciliation again and keeps that. Written only by the listing,
+-- which reads it alone.
+CREATE TABLE payout_summaries (
+    payout_id  text PRIMARY KEY,
+    entries    bigint NOT NULL,
+    items      bigint NOT NULL,
+    reversals  bigint NOT NULL,
+    summary    text NOT NULL
+);
