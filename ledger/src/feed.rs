@@ -35,6 +35,9 @@ pub const OPENING_ACCOUNT: &str = "equity:opening";
 /// How much of a backfill one window (one event, one job) lists.
 pub const BACKFILL_SPAN: TimeDelta = TimeDelta::days(1);
 
+/// `[from, to)`: what a window lists at once.
+pub type Span = (DateTime<Utc>, DateTime<Utc>);
+
 /// The movements created in `[from, to)`: the `seq`-th window of its source's feed, or (`seq`
 /// 0) a window of a backfill. A window of one of the source's accounts at the provider (a
 /// platform's connected account) names it: such an account has a feed of its own.
@@ -152,6 +155,30 @@ impl Window {
             late = late.min(start);
         }
         self.listed_from().max(late)
+    }
+
+    /// Its spans ([`Window::spans`]) cut where it reads anew (the last window's end, `from +
+    /// overlap`), each with whether it lists again what an earlier window listed (a second
+    /// listing, which can wait behind what nobody has listed yet). A feed's first window and a
+    /// backfill's read everything anew.
+    pub fn spans_listed_before(
+        &self,
+        overlap: TimeDelta,
+    ) -> Vec<(Span, bool)> {
+        let anew = match self.seq {
+            0 | 1 => self.from,
+            _ => self.from + overlap,
+        };
+        let mut spans = Vec::new();
+        for (a, b) in self.spans() {
+            if a < anew {
+                spans.push(((a, b.min(anew)), true));
+            }
+            if anew < b {
+                spans.push(((a.max(anew), b), false));
+            }
+        }
+        spans
     }
 
     /// The spans it lists: `[listed_from, to)` less what it skips.
@@ -482,11 +509,32 @@ mod tests {
             .count();
         assert!(once > 150, "{once} of the outage's 199 seconds listed once");
         // A window that lists from a settled point still reads anew past the last one's end
-        // (the pace a catch-up is cut by is read from `from`).
+        // (the pace a catch-up is cut by is read from `from`); what it lists again of what an
+        // earlier window listed lies before that end, what it reads anew after it.
         for pair in windows.windows(2) {
             let (before, this) = (&pair[0].0, &pair[1].0);
             assert_eq!(this.from, before.to - overlap);
             assert!(this.listed_from() <= before.to.max(this.from));
+            let spans = this.spans_listed_before(overlap);
+            let listed: Vec<_> = spans.iter().map(|(span, _)| *span).collect();
+            let mut merged = this.spans();
+            merged.retain(|(a, b)| a < b);
+            assert_eq!(
+                listed
+                    .iter()
+                    .map(|(a, b)| (*b - *a).num_seconds())
+                    .sum::<i64>(),
+                merged
+                    .iter()
+                    .map(|(a, b)| (*b - *a).num_seconds())
+                    .sum::<i64>()
+            );
+            for ((a, b), again) in spans {
+                match again {
+                    true => assert!(b <= before.to, "{a} {b}"),
+                    false => assert!(a >= before.to, "{a} {b}"),
+                }
+            }
         }
     }
 }

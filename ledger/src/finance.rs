@@ -231,6 +231,11 @@ pub struct Reconciliation {
     pub items: Vec<ReconciliationItem>,
 }
 
+/// The version of what a payout's summary is computed by ([`reconcile`], [`balance_effect`], the
+/// summary's fields): a summary the payouts listing kept under another is computed again. Raise it
+/// with any change to them.
+pub const PAYOUT_SUMMARY_VERSION: i64 = 1;
+
 /// A payout in the reconciliation listing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PayoutSummary {

@@ -63,6 +63,8 @@ pub struct Budget {
     share: RwLock<Share>,
     /// Requests for now waiting for their turn.
     waiting_now: AtomicUsize,
+    /// Requests of any priority waiting for their turn.
+    waiting: AtomicUsize,
     /// The source's jobs running in this process.
     jobs_in_flight: AtomicUsize,
     /// When the next job put off is due (each one put off moves it on by a job's turn).
@@ -84,6 +86,7 @@ impl Budget {
             fleet_per_endpoint_per_sec: fleet_per_endpoint_per_sec.max(1),
             share: RwLock::new(Share::empty(1, 1_000)),
             waiting_now: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
             jobs_in_flight: AtomicUsize::new(0),
             next_put_off: Mutex::new(None),
         };
@@ -97,6 +100,12 @@ impl Budget {
     /// thousandths of a request per second.
     fn share_of(fleet_per_sec: u32, workers: u32) -> u64 {
         u64::from(fleet_per_sec) * 1_000 / u64::from(workers.max(1))
+    }
+
+    /// How many requests of this process wait for their turn now: none or one when the budget
+    /// is not all spent (every request in flight is being answered), more while it is.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
     }
 
     /// Requests per second the whole fleet may send to this source, in all.
@@ -165,6 +174,7 @@ impl Budget {
     pub async fn acquire_as(&self, endpoint: &'static str, priority: Priority) -> Duration {
         let started = Instant::now();
         let _waiting = matches!(priority, Priority::Now).then(|| Waiting::on(&self.waiting_now));
+        let _in_line = Waiting::on(&self.waiting);
         loop {
             let Some((total, per_endpoint)) = self.limiters(endpoint) else {
                 return Duration::ZERO;

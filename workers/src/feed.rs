@@ -159,7 +159,8 @@ async fn opening_look(
 
 fn opened(source: &SourceName, window: &Window) {
     info!(%source, account = window.account.as_deref().unwrap_or_default(), seq = window.seq,
-          from = %window.from, to = %window.to, "feed window opened");
+          from = %window.from, listed_from = %window.listed_from(), to = %window.to,
+          "feed window opened");
     metrics::counter!("settle_feed_windows_opened_total", "source" => source.to_string())
         .increment(1);
 }

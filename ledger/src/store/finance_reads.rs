@@ -215,14 +215,16 @@ macro_rules! finance_reads {
             /// listing that may not write (a read-only connection) still answers.
             async fn payout_summary(&self, payout_id: &str) -> Result<Option<PayoutSummary>, StoreError> {
                 let before = self.payout_counts(payout_id).await?;
-                let kept: Option<(i64, i64, i64, String)> = sqlx::query_as(
-                    "SELECT entries, items, reversals, summary FROM payout_summaries WHERE payout_id = $1",
+                let kept: Option<(i64, i64, i64, i64, String)> = sqlx::query_as(
+                    "SELECT entries, items, reversals, version, summary FROM payout_summaries
+                     WHERE payout_id = $1",
                 )
                 .bind(payout_id)
                 .fetch_optional(&self.pool)
                 .await?;
-                if let Some((entries, items, reversals, summary)) = kept
+                if let Some((entries, items, reversals, version, summary)) = kept
                     && (entries, items, reversals) == before
+                    && version == crate::finance::PAYOUT_SUMMARY_VERSION
                     && let Ok(summary) = serde_json::from_str::<PayoutSummary>(&summary)
                 {
                     return Ok(Some(summary));
@@ -236,16 +238,17 @@ macro_rules! finance_reads {
                     let text = serde_json::to_string(&summary)
                         .map_err(|e| StoreError::Corrupt(format!("a payout summary: {e}")))?;
                     let kept = sqlx::query(
-                        "INSERT INTO payout_summaries (payout_id, entries, items, reversals, summary)
-                         VALUES ($1, $2, $3, $4, $5)
+                        "INSERT INTO payout_summaries (payout_id, entries, items, reversals, version, summary)
+                         VALUES ($1, $2, $3, $4, $5, $6)
                          ON CONFLICT (payout_id) DO UPDATE SET entries = excluded.entries,
                              items = excluded.items, reversals = excluded.reversals,
-                             summary = excluded.summary",
+                             version = excluded.version, summary = excluded.summary",
                     )
                     .bind(payout_id)
                     .bind(entries)
                     .bind(items)
                     .bind(reversals)
+                    .bind(crate::finance::PAYOUT_SUMMARY_VERSION)
                     .bind(text)
                     .execute(&self.pool)
                     .await;
@@ -254,6 +257,41 @@ macro_rules! finance_reads {
                     }
                 }
                 Ok(Some(summary))
+            }
+
+            /// Each kept payout summary the listing would use (its counts are the journal's
+            /// now, its version this one's) that differs from its payout's reconciliation, named:
+            /// `settle verify`'s `payout_summaries_equal_their_reconciliation`.
+            pub(in crate::store) async fn payout_summaries_differing(&self) -> Result<Vec<String>, StoreError> {
+                let kept: Vec<(String, i64, i64, i64, String)> = sqlx::query_as(
+                    "SELECT payout_id, entries, items, reversals, summary FROM payout_summaries
+                     WHERE version = $1 ORDER BY payout_id",
+                )
+                .bind(crate::finance::PAYOUT_SUMMARY_VERSION)
+                .fetch_all(&self.pool)
+                .await?;
+                let mut differing = Vec::new();
+                for (payout_id, entries, items, reversals, summary) in kept {
+                    if self.payout_counts(&payout_id).await? != (entries, items, reversals) {
+                        continue;
+                    }
+                    let computed = self
+                        .reconciliation(&payout_id)
+                        .await?
+                        .map(|r| PayoutSummary::from(&r));
+                    let kept = serde_json::from_str::<PayoutSummary>(&summary).ok();
+                    if kept.is_some() && kept != computed {
+                        let status = |s: &Option<PayoutSummary>| {
+                            s.as_ref().map_or("none".to_owned(), |s| format!("{:?}", s.status))
+                        };
+                        differing.push(format!(
+                            "payout {payout_id}: kept {}, reconciled {}",
+                            status(&kept),
+                            status(&computed)
+                        ));
+                    }
+                }
+                Ok(differing)
             }
 
             /// How many entries carry `payout_id`, how many are tied to it, and how many

@@ -336,7 +336,17 @@ impl Store {
 
     /// Checks the invariants (ARCHITECTURE.md, Invariants) against what is stored.
     pub async fn verify(&self) -> Result<Vec<Check>, StoreError> {
-        on_backend!(self, store => store.verify().await)
+        let mut checks = on_backend!(self, store => store.verify().await)?;
+        let started = std::time::Instant::now();
+        let differing = on_backend!(self, store => store.payout_summaries_differing().await)?;
+        checks.push(Check {
+            name: "payout_summaries_equal_their_reconciliation",
+            description: "every payout summary the payouts listing keeps and would show equals its payout's reconciliation computed now",
+            violations: differing.len() as u64,
+            samples: differing.into_iter().take(10).collect(),
+            took_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
+        Ok(checks)
     }
 
     pub async fn close(&self) {

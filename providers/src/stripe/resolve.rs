@@ -41,10 +41,12 @@ impl Resolve for Resolver {
         Box::pin(async move {
             if let Some(window) = Window::from_trigger(trigger) {
                 let window = window.map_err(PostError::CorruptEvent)?;
+                let overlap = self.feed.map(|feed| feed.overlap);
                 return Ok(Resolution::Chunked(Box::new(WindowChunks::new(
                     self.api.clone(),
                     accounts.clone(),
                     window,
+                    overlap,
                 ))));
             }
             let trigger =
@@ -152,7 +154,7 @@ async fn each_listed(
     mut each: impl FnMut(&BalanceTransaction),
 ) -> Result<(), ProviderError> {
     let (pages, mut received) = mpsc::channel(PAGES_AHEAD);
-    let listing = list_window(api.clone(), None, vec![(from, to)], Priority::Now, pages);
+    let listing = list_window(api.clone(), None, vec![((from, to), Priority::Now)], pages);
     let taking = async {
         while let Some(page) = received.recv().await {
             page.iter().for_each(&mut each);
@@ -179,6 +181,12 @@ const DENSE_PARTS: i64 = 8;
 /// seemed is cut again). A backfill's day of 100 pages is cut into four parts; its seven windows'
 /// 28 parts, listed side by side, still spend the whole budget.
 const PAGES_PER_PART: i64 = 32;
+/// A part that has listed at least this many pages of its own, when at most
+/// [`SLACK_WAITING`] requests of the process wait for the budget, has its rest cut into parts
+/// as if it were dense ([`rest_of_window`]): it is among the last chains of a listing, whose
+/// pages would otherwise come one round trip at a time while the budget goes unspent.
+const SLACK_AFTER_PAGES: usize = 2;
+const SLACK_WAITING: usize = 1;
 /// At most this many pages of a window listed and not yet posted (what a window holds in
 /// memory beyond the page being posted).
 const PAGES_AHEAD: usize = 16;
@@ -207,25 +215,39 @@ struct WindowChunks {
 }
 
 impl WindowChunks {
-    fn new(api: Arc<StripeApi>, accounts: Accounts, window: Window) -> Self {
-        // A backfill's window reads history: the feed's own windows and webhooks go first.
-        let priority = match window.seq {
-            0 => Priority::History,
-            _ => Priority::Now,
-        };
+    /// `overlap`: the feed's (what a window lists again of the last one's; `None`, a source
+    /// with no feed, lists a backfill's windows only).
+    fn new(
+        api: Arc<StripeApi>,
+        accounts: Accounts,
+        window: Window,
+        overlap: Option<std::time::Duration>,
+    ) -> Self {
+        let overlap = overlap
+            .and_then(|o| chrono::TimeDelta::from_std(o).ok())
+            .unwrap_or_default();
+        // A backfill's window reads history, and a window's second listing what was listed
+        // already: what nobody has listed yet (the feed's windows reading anew, webhooks) goes
+        // first.
         let (pages, received) = mpsc::channel(PAGES_AHEAD);
         let source = api.source().clone();
-        let spans: Vec<(i64, i64)> = window
-            .spans()
+        let spans: Vec<((i64, i64), Priority)> = window
+            .spans_listed_before(overlap)
             .into_iter()
-            .map(|(from, to)| (from.timestamp(), to.timestamp()))
+            .map(|((from, to), again)| {
+                let priority = match window.seq == 0 || again {
+                    true => Priority::History,
+                    false => Priority::Now,
+                };
+                ((from.timestamp(), to.timestamp()), priority)
+            })
             .collect();
         let account = window.account;
         let accounts = match &account {
             Some(account) => accounts.for_connected_account(account),
             None => accounts,
         };
-        let listing = tokio::spawn(list_window(api, account.clone(), spans, priority, pages));
+        let listing = tokio::spawn(list_window(api, account.clone(), spans, pages));
         Self {
             source,
             accounts,
@@ -291,21 +313,19 @@ impl Chunks for WindowChunks {
 async fn list_window(
     api: Arc<StripeApi>,
     account: Option<String>,
-    spans: Vec<(i64, i64)>,
-    priority: Priority,
+    spans: Vec<((i64, i64), Priority)>,
     pages: mpsc::Sender<Page>,
 ) -> Result<(), ProviderError> {
     let listing = Listing {
         api,
         account,
-        priority,
         pages,
         turns: Semaphore::new(LISTINGS_MAX),
     };
     futures::future::try_join_all(
         spans
             .into_iter()
-            .map(|span| list_span(&listing, Part { span, after: None })),
+            .map(|(span, priority)| list_span(&listing, Part { span, after: None }, priority)),
     )
     .await
     .map(drop)
@@ -315,7 +335,6 @@ async fn list_window(
 struct Listing {
     api: Arc<StripeApi>,
     account: Option<String>,
-    priority: Priority,
     pages: mpsc::Sender<Page>,
     /// A turn per request in flight (held until its page is handed on, so a window listed
     /// faster than it posts holds at most this many pages beyond the channel).
@@ -329,14 +348,19 @@ struct Part {
     after: Option<String>,
 }
 
-/// Lists `part` page after page; after each page, what remains ([`rest_of_window`]): when the
+/// Lists `part` page after page at `priority`; after each page, what remains ([`rest_of_window`]): when the
 /// pages show the rest holds many pages, it is cut into parts (what remains of the page's last
 /// second, and the seconds before it), each listed the same way, side by side. So a listing
 /// spreads over as many requests at once as its density calls for, wherever in the span the
 /// density lies, and a sparse one is read page after page.
-fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), ProviderError>> {
+fn list_span<'a>(
+    listing: &'a Listing,
+    part: Part,
+    priority: Priority,
+) -> BoxFuture<'a, Result<(), ProviderError>> {
     Box::pin(async move {
         let Part { span, mut after } = part;
+        let mut listed = 0;
         loop {
             let turn = listing
                 .turns
@@ -349,7 +373,7 @@ fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), P
                     listing.account.as_deref(),
                     span,
                     after.as_deref(),
-                    listing.priority,
+                    priority,
                 )
                 .await?;
             let newest = page.first().map(|t| t.created);
@@ -359,17 +383,22 @@ fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), P
             if sent.is_err() || !more {
                 return Ok(());
             }
+            listed += 1;
             let ((id, at), newest) = oldest.zip(newest).ok_or_else(|| {
                 ProviderError::Response("an empty listing page says it has more".into())
             })?;
+            let slack = listed >= SLACK_AFTER_PAGES
+                && listing.api.budget().waiting() <= SLACK_WAITING;
             // The page held a page's worth over `[at, newest]`.
-            let parts = rest_of_window((span.0, newest + 1), at, &id);
+            let parts = rest_of_window((span.0, newest + 1), at, &id, slack);
             if parts.is_empty() {
                 after = Some(id);
                 continue;
             }
             return futures::future::try_join_all(
-                parts.into_iter().map(|part| list_span(listing, part)),
+                parts
+                    .into_iter()
+                    .map(|part| list_span(listing, part, priority)),
             )
             .await
             .map(drop);
@@ -385,8 +414,9 @@ fn list_span<'a>(listing: &'a Listing, part: Part) -> BoxFuture<'a, Result<(), P
 /// pages show; a second's pages come one after another, so even one second before `at` is
 /// listed beside the rest of `at`); then the rest of second `at` after `after`, and
 /// `[from, at)` cut into parts of whole seconds, about [`PAGES_PER_PART`] pages each (at most
-/// [`PARTS_MAX`]).
-fn rest_of_window((from, to): (i64, i64), at: i64, after: &str) -> Vec<Part> {
+/// [`PARTS_MAX`]). When the budget has `slack` (the listing is ending), a rest of at least two
+/// pages is cut as a dense one is, into at most [`DENSE_PARTS`] parts.
+fn rest_of_window((from, to): (i64, i64), at: i64, after: &str, slack: bool) -> Vec<Part> {
     let rest = at - from;
     if rest <= 0 {
         return Vec::new();
@@ -395,6 +425,7 @@ fn rest_of_window((from, to): (i64, i64), at: i64, after: &str) -> Vec<Part> {
     let pages = (rest + first - 1) / first;
     let (count, least) = match first {
         1 => (rest.min(DENSE_PARTS), 1),
+        _ if slack => (pages.min(DENSE_PARTS), 2),
         _ => ((pages + PAGES_PER_PART - 1) / PAGES_PER_PART, 2),
     };
     let count = count.min(PARTS_MAX).min(rest);

@@ -284,6 +284,14 @@ async fn the_payouts_listing_keeps_each_summary_until_its_payout_changes(backend
     .await
     .expect("altered");
     assert_eq!(listed().await["po_KWD_A"].status, Status::Unmatched);
+    // `settle verify` names a kept summary that differs from its payout's reconciliation.
+    let checks = app.store.verify().await.expect("verify");
+    let check = checks
+        .iter()
+        .find(|c| c.name == "payout_summaries_equal_their_reconciliation")
+        .expect("the check");
+    assert_eq!(check.violations, 1);
+    assert!(check.samples[0].contains("po_KWD_A"), "{:?}", check.samples);
     // ... and computes a payout again once an entry carrying its id arrives, or its payout fails.
     let withheld = withheld.expect("one USD item is withheld");
     assert_eq!(first["po_USD_B"].status, Status::Unmatched);
@@ -306,6 +314,11 @@ async fn the_payouts_listing_keeps_each_summary_until_its_payout_changes(backend
             assert_eq!(summary, &reconciled(payout_id.clone()).await, "{payout_id}");
         }
     }
+    // A summary kept by another version of the reconciliation is computed again.
+    app.exec("UPDATE payout_summaries SET version = version + 1 WHERE payout_id = 'po_KWD_A'")
+        .await
+        .expect("an older version");
+    assert_eq!(listed().await["po_KWD_A"].status, Status::Matched);
     assert_eq!(app.failed_invariants().await, Vec::<String>::new());
 }
 

@@ -99,7 +99,7 @@ fn the_rest_of_a_window_is_cut_by_the_first_pages_density() {
     let after = "txn_x";
     // The first page held [9_900, 10_000): about 99 more pages' worth in [0, 9_900), in
     // parts of about `PAGES_PER_PART` pages.
-    let parts = rest_of_window((0, 10_000), 9_900, after);
+    let parts = rest_of_window((0, 10_000), 9_900, after, false);
     assert_eq!(
         parts[0],
         Part {
@@ -114,12 +114,12 @@ fn the_rest_of_a_window_is_cut_by_the_first_pages_density() {
     assert!(spans.windows(2).all(|w| w[0].1 == w[1].0));
     // A page within one second: at least a page a second, so the rest is cut into its
     // seconds, or into `DENSE_PARTS` parts that cut themselves again.
-    assert_eq!(rest_of_window((0, 1_000), 999, after).len(), 1 + DENSE_PARTS as usize);
-    assert_eq!(rest_of_window((0, 10), 9, after).len(), 1 + DENSE_PARTS as usize);
-    assert_eq!(rest_of_window((0, 5), 4, after).len(), 1 + 4);
+    assert_eq!(rest_of_window((0, 1_000), 999, after, false).len(), 1 + DENSE_PARTS as usize);
+    assert_eq!(rest_of_window((0, 10), 9, after, false).len(), 1 + DENSE_PARTS as usize);
+    assert_eq!(rest_of_window((0, 5), 4, after, false).len(), 1 + 4);
     // Even one second before a dense page's: listed beside the rest of the page's second.
     assert_eq!(
-        rest_of_window((9, 11), 10, after),
+        rest_of_window((9, 11), 10, after, false),
         vec![
             Part {
                 span: (10, 11),
@@ -132,18 +132,35 @@ fn the_rest_of_a_window_is_cut_by_the_first_pages_density() {
         ]
     );
     // A few pages' worth left: read page after page.
-    assert!(rest_of_window((0, 1_000), 700, after).is_empty());
-    assert!(rest_of_window((0, 100_000), 99_000, after).len() > 1);
-    assert!(rest_of_window((0, 10_000), 3_000, after).is_empty());
+    assert!(rest_of_window((0, 1_000), 700, after, false).is_empty());
+    assert!(rest_of_window((0, 100_000), 99_000, after, false).len() > 1);
+    assert!(rest_of_window((0, 10_000), 3_000, after, false).is_empty());
     // Only the rest of the first second: page after page.
-    assert!(rest_of_window((50, 60), 50, after).is_empty());
+    assert!(rest_of_window((50, 60), 50, after, false).is_empty());
+    // A listing ending while the budget goes unspent: a few pages' worth left are cut as a
+    // dense rest is, so they are not read one round trip at a time.
+    let slack = rest_of_window((0, 1_000), 700, after, true);
+    assert_eq!(slack.len(), 1 + 3, "about a part a page: {slack:?}");
+    assert_eq!(slack.last().map(|p| p.span.1), Some(700));
+    assert_eq!(
+        rest_of_window((0, 1_000), 990, after, true).len(),
+        1 + DENSE_PARTS as usize
+    );
+    assert_eq!(rest_of_window((0, 1_000), 600, after, true).len(), 1 + 2);
+    // One page's worth left: page after page, slack or not.
+    assert!(rest_of_window((0, 1_000), 400, after, true).is_empty());
 }
 
 /// Every chunk of `window` until the one that posts it: the ids of each, and whether it was
 /// the window's last.
 async fn list(api: Arc<StripeApi>, window: Window) -> Result<Vec<(Vec<String>, bool)>, PostError> {
     let source = api.source().clone();
-    let mut chunks = WindowChunks::new(api, Accounts::defaults(&source), window);
+    let mut chunks = WindowChunks::new(
+        api,
+        Accounts::defaults(&source),
+        window,
+        Some(std::time::Duration::from_secs(30)),
+    );
     let mut all = Vec::new();
     loop {
         let chunk = chunks.next_chunk().await?;
