@@ -161,10 +161,7 @@ impl Window {
     /// overlap`), each with whether it lists again what an earlier window listed (a second
     /// listing, which can wait behind what nobody has listed yet). A feed's first window and a
     /// backfill's read everything anew.
-    pub fn spans_listed_before(
-        &self,
-        overlap: TimeDelta,
-    ) -> Vec<(Span, bool)> {
+    pub fn spans_listed_before(&self, overlap: TimeDelta) -> Vec<(Span, bool)> {
         let anew = match self.seq {
             0 | 1 => self.from,
             _ => self.from + overlap,
