@@ -172,6 +172,23 @@ async fn wait_past(second: i64) {
     }
 }
 
+/// How many feed windows have opened, once none has opened for 2.5 s (the windows a start
+/// opens one after another have stopped), looked at for at most six such spells.
+async fn windows_once_still(app: &TestApp) -> i64 {
+    let windows = "SELECT count(*) FROM settlement_events WHERE kind = 'feed.window'";
+    let mut opened = app.scalar(windows).await;
+    for _ in 0..6 {
+        tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+        app.wait_settled(30).await;
+        let now = app.scalar(windows).await;
+        if now == opened {
+            break;
+        }
+        opened = now;
+    }
+    opened
+}
+
 async fn window_posted(app: &TestApp, seq: i64) {
     let key = ledger::feed::Window::external_id(seq);
     app.wait_for(
@@ -478,17 +495,7 @@ async fn a_worker_that_starts_sweeps_at_once(backend: Backend) {
     // Window 2 reads anew at most twice what window 1 did: if the restart took longer, the
     // windows after it follow at once until one reaches the time it opened at; then none opens
     // until the schedule or a webhook.
-    let windows = "SELECT count(*) FROM settlement_events WHERE kind = 'feed.window'";
-    let mut opened = app.scalar(windows).await;
-    for _ in 0..6 {
-        tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
-        app.wait_settled(30).await;
-        let now = app.scalar(windows).await;
-        if now == opened {
-            break;
-        }
-        opened = now;
-    }
+    let opened = windows_once_still(&app).await;
     assert!(
         (2..=4).contains(&opened),
         "windows at the start until caught up ({opened}), then none until the schedule or a webhook"
@@ -533,17 +540,7 @@ async fn an_outage_longer_than_the_overlap_is_listed_once(backend: Backend) {
     let app = start(database, with_overlap(options(backend, &fake, 3_600))).await;
     wait_entries(&app, &["txn_o_fee"]).await;
     // The windows at the start follow one another until one reaches the time it opened at.
-    let windows = "SELECT count(*) FROM settlement_events WHERE kind = 'feed.window'";
-    let mut opened = app.scalar(windows).await;
-    for _ in 0..6 {
-        tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
-        app.wait_settled(30).await;
-        let now = app.scalar(windows).await;
-        if now == opened {
-            break;
-        }
-        opened = now;
-    }
+    let opened = windows_once_still(&app).await;
     assert!(
         opened >= 3,
         "the start's window and the one after it ({opened})"
