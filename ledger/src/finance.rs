@@ -112,6 +112,14 @@ pub struct BalanceQuery {
     pub recorded_at: Option<DateTime<Utc>>,
 }
 
+/// The start of the hour (UTC) after the one holding `at`: the balances kept by recorded hour
+/// hold every line recorded from then on, and the lines recorded after `at` before then are read
+/// one by one.
+pub fn next_hour(at: DateTime<Utc>) -> DateTime<Utc> {
+    let hour = at.timestamp().div_euclid(3_600) + 1;
+    DateTime::from_timestamp(hour * 3_600, 0).unwrap_or(at)
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct BalanceRow {
     pub account: String,
@@ -411,6 +419,27 @@ mod tests {
         };
         assert_eq!(JournalCursor::parse(&cursor.to_string()), Some(cursor));
         assert_eq!(JournalCursor::parse("garbage"), None);
+    }
+
+    #[test]
+    fn the_next_hour_starts_after_the_moment_even_on_the_hour() {
+        let at = |text: &str| text.parse::<DateTime<Utc>>().expect("time");
+        assert_eq!(
+            next_hour(at("2026-12-07T19:34:15.123456Z")),
+            at("2026-12-07T20:00:00Z")
+        );
+        assert_eq!(
+            next_hour(at("2026-12-07T19:00:00Z")),
+            at("2026-12-07T20:00:00Z")
+        );
+        assert_eq!(
+            next_hour(at("2026-12-31T23:59:59.999Z")),
+            at("2027-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            next_hour(at("1969-12-31T23:30:00Z")),
+            at("1970-01-01T00:00:00Z")
+        );
     }
 
     #[test]

@@ -1659,6 +1659,11 @@ async fn part_finance(results: &mut serde_json::Map<String, Value>) {
          SELECT l.account, l.currency, e.effective_date, sum(l.amount)
          FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
          GROUP BY l.account, l.currency, e.effective_date;
+         INSERT INTO recorded_balance_deltas (account, currency, effective_date, recorded_hour, amount)
+         SELECT l.account, l.currency, e.effective_date, date_trunc('hour', e.recorded_at, 'UTC'),
+                sum(l.amount)
+         FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+         GROUP BY 1, 2, 3, 4;
          INSERT INTO receivable_deltas (account, currency, source, movement_id, since, reference, amount)
          SELECT l.account, l.currency, e.source, e.movement_id, min(e.effective_date),
                 max(e.reference), sum(l.amount)

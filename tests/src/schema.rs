@@ -16,7 +16,7 @@ pub fn snapshot_path(backend: &str) -> PathBuf {
 }
 
 /// Settle's own tables (the queue's are apalis'), as both backends name them.
-pub const TABLES: [&str; 10] = [
+pub const TABLES: [&str; 11] = [
     "audit_log",
     "balance_deltas",
     "dead_letters",
@@ -26,6 +26,7 @@ pub const TABLES: [&str; 10] = [
     "journal_lines",
     "payout_items",
     "receivable_deltas",
+    "recorded_balance_deltas",
     "settlement_events",
 ];
 

@@ -133,25 +133,49 @@ pub(super) const CHECKS: &[CheckSql] = &[
              'settlement_events_payload_in_use', 'payload_erasures_no_update', 'payload_erasures_no_delete',
              'source_pauses_only_resumed', 'source_pauses_no_delete', 'journal_corrections_no_update',
              'journal_corrections_no_delete', 'journal_entries_to_balance_deltas',
-             'journal_entries_to_receivable_deltas')) AS t
+             'journal_entries_to_receivable_deltas', 'journal_entries_to_recorded_balance_deltas')) AS t
          WHERE NOT EXISTS (SELECT 1 FROM sqlite_master m WHERE m.type = 'trigger' AND m.name = t.value)",
     },
     CheckSql {
         name: "balances_kept_equal_the_journal",
-        description: "the balances kept by account, currency and effective date (what balance reads sum) equal the journal's lines",
-        postgres: "SELECT account || ' ' || currency || ' on ' || effective_date || ': off by ' || sum(amount)
-         FROM (SELECT l.account, l.currency, e.effective_date, l.amount
-               FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+        description: "the balances kept by account, currency and effective date (what balance reads sum), and by the hour their lines were recorded (what balances as recorded at a moment subtract), equal the journal's lines",
+        postgres: "WITH lines AS MATERIALIZED (
+             SELECT l.account, l.currency, e.effective_date,
+                    date_trunc('hour', e.recorded_at, 'UTC') AS recorded_hour, sum(l.amount) AS amount
+             FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+             GROUP BY 1, 2, 3, 4)
+         SELECT account || ' ' || currency || ' on ' || effective_date || ': off by ' || sum(amount)
+         FROM (SELECT account, currency, effective_date, amount FROM lines
                UNION ALL
-               SELECT account, currency, effective_date, -amount FROM balance_deltas) AS both_sides
+               SELECT account, currency, effective_date, -amount FROM balance_deltas) AS by_day
          GROUP BY account, currency, effective_date HAVING sum(amount) <> 0
-         ORDER BY 1",
-        sqlite: "SELECT account || ' ' || currency || ' on ' || effective_date || ': off by ' || sum(amount_minor)
-         FROM (SELECT l.account, l.currency, e.effective_date, l.amount_minor
-               FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+         UNION ALL
+         SELECT account || ' ' || currency || ' on ' || effective_date || ' recorded in hour '
+                || to_char(recorded_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24') || ': off by ' || sum(amount)
+         FROM (SELECT account, currency, effective_date, recorded_hour, amount FROM lines
                UNION ALL
-               SELECT account, currency, effective_date, -amount_minor FROM balance_deltas) AS both_sides
+               SELECT account, currency, effective_date, recorded_hour, -amount
+               FROM recorded_balance_deltas) AS by_hour
+         GROUP BY account, currency, effective_date, recorded_hour HAVING sum(amount) <> 0
+         ORDER BY 1",
+        sqlite: "WITH lines AS MATERIALIZED (
+             SELECT l.account, l.currency, e.effective_date,
+                    substr(e.recorded_at, 1, 13) AS recorded_hour, sum(l.amount_minor) AS amount_minor
+             FROM journal_lines l JOIN journal_entries e ON e.id = l.entry_id
+             GROUP BY 1, 2, 3, 4)
+         SELECT account || ' ' || currency || ' on ' || effective_date || ': off by ' || sum(amount_minor)
+         FROM (SELECT account, currency, effective_date, amount_minor FROM lines
+               UNION ALL
+               SELECT account, currency, effective_date, -amount_minor FROM balance_deltas) AS by_day
          GROUP BY account, currency, effective_date HAVING sum(amount_minor) <> 0
+         UNION ALL
+         SELECT account || ' ' || currency || ' on ' || effective_date || ' recorded in hour '
+                || recorded_hour || ': off by ' || sum(amount_minor)
+         FROM (SELECT account, currency, effective_date, recorded_hour, amount_minor FROM lines
+               UNION ALL
+               SELECT account, currency, effective_date, recorded_hour, -amount_minor
+               FROM recorded_balance_deltas) AS by_hour
+         GROUP BY account, currency, effective_date, recorded_hour HAVING sum(amount_minor) <> 0
          ORDER BY 1",
     },
     CheckSql {
@@ -205,7 +229,7 @@ const RUNTIME_ROLES_CANNOT_ALTER_THE_JOURNAL: &str = "WITH RECURSIVE members(oid
            WHERE NOT r.rolsuper AND has_table_privilege(r.oid, 'public.' || g.rel, p.privilege)
          UNION ALL
          SELECT 'role ' || r.rolname || ' may ' || p.privilege || ' ' || k.rel
-           FROM runtime r CROSS JOIN (VALUES ('balance_deltas'), ('receivable_deltas')) k(rel)
+           FROM runtime r CROSS JOIN (VALUES ('balance_deltas'), ('recorded_balance_deltas'), ('receivable_deltas')) k(rel)
            CROSS JOIN (VALUES ('insert'), ('update'), ('delete')) p(privilege)
            WHERE NOT r.rolsuper AND has_table_privilege(r.oid, 'public.' || k.rel, p.privilege)
          UNION ALL

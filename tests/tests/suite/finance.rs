@@ -232,7 +232,8 @@ fn balances_of(json: &Value) -> BTreeMap<(String, String), Decimal> {
 tests::on_both_backends!(
     balances_read_from_the_days_kept_equal_the_journals_lines,
     verify_names_each_entry_that_does_not_balance,
-    the_payouts_listing_keeps_each_summary_until_its_payout_changes
+    the_payouts_listing_keeps_each_summary_until_its_payout_changes,
+    balances_as_recorded_at_any_moment_count_the_lines_recorded_by_then
 );
 
 /// The payouts listing keeps each payout's summary as computed, beside the counts of the rows it
@@ -423,6 +424,194 @@ async fn balances_read_from_the_days_kept_equal_the_journals_lines(backend: Back
         failed
             .iter()
             .any(|f| f.starts_with("balances_kept_equal_the_journal") && f.contains(&changed)),
+        "{changed}: {failed:?}"
+    );
+}
+
+/// Balances as recorded at a moment count exactly the lines recorded by then: entries written
+/// with their recording times spread over five hours (several in an hour, one on the hour), read
+/// at each entry's time, a microsecond either side of it and of each hour's start, as of each
+/// effective date and none, equal the sums of the entries recorded by then, as written and once
+/// the hours are folded (a row per account, currency, day and hour); `settle verify` names an
+/// hour whose kept balance is off.
+async fn balances_as_recorded_at_any_moment_count_the_lines_recorded_by_then(backend: Backend) {
+    use chrono::{DateTime, Duration, NaiveDate, SecondsFormat, Utc};
+    let app = spawn(AppOptions::on(backend)).await;
+    let fee = json!({"movement_id": "mv_fee", "currency": "USD",
+                     "occurred_at": "2026-11-30T10:00:00Z", "amount": "1.00"});
+    let event = app.post_standard("evt_1", &canonical("fee", fee)).await;
+    assert_eq!(event.status().as_u16(), 200);
+    app.wait_settled(30).await;
+    // Five whole hours before the current one, so every planted time is in the past.
+    let now = Utc::now();
+    let base = DateTime::from_timestamp(now.timestamp() / 3_600 * 3_600, 0).expect("hour")
+        - Duration::hours(5);
+    let days: Vec<NaiveDate> = (1..=3)
+        .map(|d| NaiveDate::from_ymd_opt(2026, 11, d).expect("date"))
+        .collect();
+    // (seconds after the base, effective day, currency, amount in cents) of each entry.
+    let planted: Vec<(i64, usize, &str, i64)> = [
+        (300, 0, "USD", 101),
+        (1_800, 1, "USD", 202),
+        (1_800, 1, "EUR", 404),
+        (3_599, 2, "USD", 808),
+        (3_600, 0, "USD", 1_616),
+        (3_601, 0, "EUR", 3_232),
+        (7_500, 2, "EUR", 6_464),
+        (10_800, 1, "USD", 12_928),
+        (14_340, 0, "USD", 25_856),
+        (14_400, 2, "USD", 51_712),
+        (15_000, 1, "EUR", 103_424),
+        (17_999, 0, "USD", 206_848),
+    ]
+    .to_vec();
+    let at = |seconds: i64| base + Duration::seconds(seconds);
+    let stamp = |time: DateTime<Utc>| match backend {
+        // As the SQLite store binds a time.
+        Backend::Sqlite => time.to_rfc3339_opts(SecondsFormat::AutoSi, false),
+        Backend::Postgres => time.to_rfc3339(),
+    };
+    for (i, (seconds, day, currency, cents)) in planted.iter().enumerate() {
+        let (recorded, day) = (stamp(at(*seconds)), days[*day]);
+        let entry = format!(
+            "INSERT INTO journal_entries (source_key, event_id, source, kind, movement_id,
+                 request_fingerprint, effective_date, description, recorded_at, details)
+             SELECT 'planted/{i}', min(id), 'std', 'fee', 'planted_{i}', '{}', '{day}', 'planted',
+                 '{recorded}', '{{}}' FROM settlement_events",
+            "0".repeat(64)
+        );
+        let sql = match backend {
+            Backend::Postgres => format!(
+                "WITH entry AS ({entry} RETURNING id)
+                 INSERT INTO journal_lines (entry_id, line_no, account, currency, amount)
+                 SELECT id, n, account, '{currency}', amount FROM entry,
+                     (VALUES (1, 'planted:a', {cents} / 100.0), (2, 'planted:b', -{cents} / 100.0))
+                     AS line(n, account, amount)"
+            ),
+            Backend::Sqlite => {
+                let id = app.scalar("SELECT max(id) + 1 FROM journal_entries").await;
+                let major = Decimal::new(*cents, 2);
+                format!(
+                    "BEGIN;
+                     INSERT INTO journal_lines (entry_id, line_no, account, currency, amount, amount_minor)
+                     VALUES ({id}, 1, 'planted:a', '{currency}', '{major}', {cents}),
+                            ({id}, 2, 'planted:b', '{currency}', '-{major}', -{cents});
+                     {};
+                     COMMIT;",
+                    entry.replacen("(source_key", "(id, source_key", 1)
+                        .replacen("SELECT 'planted", &format!("SELECT {id}, 'planted"), 1)
+                )
+            }
+        };
+        app.exec(&sql).await.expect("a planted entry");
+    }
+    let expected = |recorded_at: DateTime<Utc>, as_of: Option<NaiveDate>| {
+        let mut sums = BTreeMap::new();
+        for (seconds, day, currency, cents) in &planted {
+            if at(*seconds) <= recorded_at && as_of.is_none_or(|d| days[*day] <= d) {
+                let amount = Decimal::new(*cents, 2);
+                *sums
+                    .entry(("planted:a".to_owned(), currency.to_string()))
+                    .or_default() += amount;
+                *sums
+                    .entry(("planted:b".to_owned(), currency.to_string()))
+                    .or_default() -= amount;
+            }
+        }
+        sums.retain(|_, sum: &mut Decimal| !sum.is_zero());
+        sums
+    };
+    let mut moments: Vec<DateTime<Utc>> = vec![base - Duration::hours(1), now];
+    for seconds in planted
+        .iter()
+        .map(|p| p.0)
+        .chain((0..=5).map(|h| h * 3_600))
+    {
+        for micros in [-1, 0, 1] {
+            moments.push(at(seconds) + Duration::microseconds(micros));
+        }
+    }
+    let check = |when: &'static str| {
+        let (app, moments, days, expected) = (&app, &moments, &days, &expected);
+        async move {
+            for &moment in moments {
+                for as_of in days.iter().copied().map(Some).chain([None]) {
+                    let read: BTreeMap<(String, String), Decimal> = app
+                        .store
+                        .balances(BalanceQuery {
+                            as_of,
+                            recorded_at: Some(moment),
+                        })
+                        .await
+                        .expect("balances")
+                        .into_iter()
+                        .filter(|row| row.account.starts_with("planted:"))
+                        .map(|row| {
+                            let balance: Decimal = row.balance.parse().expect("decimal");
+                            ((row.account, row.currency), balance)
+                        })
+                        .collect();
+                    assert_eq!(
+                        read,
+                        expected(moment, as_of),
+                        "{when}: as recorded at {moment}, as of {as_of:?}"
+                    );
+                }
+            }
+        }
+    };
+    check("as written").await;
+    app.store.compact_balances().await.expect("fold");
+    check("folded").await;
+    let rows = app
+        .scalar("SELECT count(*) FROM recorded_balance_deltas")
+        .await;
+    let hours = app
+        .scalar(
+            "SELECT count(*) FROM (SELECT DISTINCT recorded_hour, account, currency, effective_date
+                                   FROM recorded_balance_deltas) AS hours",
+        )
+        .await;
+    assert_eq!(
+        rows, hours,
+        "a row per account, currency, day and hour once folded"
+    );
+    assert!(app.failed_invariants().await.is_empty());
+
+    let amount = match backend {
+        Backend::Postgres => "amount = amount + 0.01",
+        Backend::Sqlite => "amount_minor = amount_minor + 1",
+    };
+    let hour = "account || ' ' || currency || ' on ' || effective_date";
+    let changed = app
+        .texts(&format!(
+            "SELECT {hour} FROM recorded_balance_deltas WHERE account = 'planted:a' ORDER BY 1 LIMIT 1"
+        ))
+        .await
+        .remove(0);
+    app.exec(
+        &format!(
+            "UPDATE recorded_balance_deltas SET {amount}
+         WHERE ctid_or_rowid IN (SELECT ctid_or_rowid FROM recorded_balance_deltas
+                                 WHERE {hour} = '{changed}' LIMIT 1)"
+        )
+        .replace(
+            "ctid_or_rowid",
+            if backend == Backend::Postgres {
+                "ctid"
+            } else {
+                "rowid"
+            },
+        ),
+    )
+    .await
+    .expect("a kept balance changed behind the journal's back");
+    let failed = app.failed_invariants().await;
+    assert!(
+        failed
+            .iter()
+            .any(|f| f.starts_with("balances_kept_equal_the_journal")
+                && f.contains(&format!("{changed} recorded in hour"))),
         "{changed}: {failed:?}"
     );
 }

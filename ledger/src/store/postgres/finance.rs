@@ -11,7 +11,7 @@ use super::PgStore;
 use crate::finance::{
     BalanceQuery, BalanceRow, CARRIED_DETAIL, EntryView, JournalCursor, JournalFilter, JournalPage,
     LineView, OpenReceivable, PayoutSummary, ReceivableRow, Reconciliation, ReconciliationItem,
-    balance_effect, exact, reconcile,
+    balance_effect, exact, next_hour, reconcile,
 };
 use crate::store::StoreError;
 
@@ -45,16 +45,21 @@ impl PgStore {
         &self,
         query: BalanceQuery,
     ) -> Result<Vec<BalanceRow>, StoreError> {
-        // From the balances kept by day, less (as recorded at a moment) the lines of the entries
-        // recorded after it, found by their recording time: one statement, one snapshot.
+        // From the balances kept by day, less (as recorded at a moment) the rows kept for the
+        // hours after the moment's hour and the lines recorded after it within its hour, found
+        // by their recording time: one statement, one snapshot.
         let rows: Vec<(String, String, Decimal)> = sqlx::query_as(
             "SELECT account, currency, sum(amount) FROM (
                  SELECT account, currency, amount FROM balance_deltas
                  WHERE $1::date IS NULL OR effective_date <= $1
                  UNION ALL
+                 SELECT account, currency, -amount FROM recorded_balance_deltas
+                 WHERE $3::timestamptz IS NOT NULL AND recorded_hour >= $3
+                   AND ($1::date IS NULL OR effective_date <= $1)
+                 UNION ALL
                  SELECT l.account, l.currency, -l.amount
                  FROM journal_entries je JOIN journal_lines l ON l.entry_id = je.id
-                 WHERE $2::timestamptz IS NOT NULL AND je.recorded_at > $2
+                 WHERE $2::timestamptz IS NOT NULL AND je.recorded_at > $2 AND je.recorded_at < $3
                    AND ($1::date IS NULL OR je.effective_date <= $1)
              ) AS kept
              GROUP BY account, currency HAVING sum(amount) <> 0
@@ -62,6 +67,7 @@ impl PgStore {
         )
         .bind(query.as_of)
         .bind(query.recorded_at)
+        .bind(query.recorded_at.map(next_hour))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
@@ -74,14 +80,17 @@ impl PgStore {
             .collect())
     }
 
-    /// Folds the balances kept by day into a row per account, currency and day, and the open
-    /// receivables kept into a row per movement (none once cleared); answers how many rows it
-    /// folded.
+    /// Folds the balances kept by day into a row per account, currency and day, those kept by
+    /// recorded hour into a row per account, currency, day and hour (the last day's hours), and
+    /// the open receivables kept into a row per movement (none once cleared); answers how many
+    /// rows it folded.
     pub(in crate::store) async fn compact_balances(&self) -> Result<u64, StoreError> {
-        let folded: i64 =
-            sqlx::query_scalar("SELECT balance_deltas_compact() + receivable_deltas_compact()")
-                .fetch_one(&self.pool)
-                .await?;
+        let folded: i64 = sqlx::query_scalar(
+            "SELECT balance_deltas_compact() + recorded_balance_deltas_compact()
+                    + receivable_deltas_compact()",
+        )
+        .fetch_one(&self.pool)
+        .await?;
         Ok(u64::try_from(folded).unwrap_or_default())
     }
 

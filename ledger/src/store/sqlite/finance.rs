@@ -12,7 +12,7 @@ use super::SqliteStore;
 use crate::finance::{
     BalanceQuery, BalanceRow, CARRIED_DETAIL, EntryView, JournalCursor, JournalFilter, JournalPage,
     LineView, OpenReceivable, PayoutSummary, ReceivableRow, Reconciliation, ReconciliationItem,
-    balance_effect, exact, reconcile,
+    balance_effect, exact, next_hour, reconcile,
 };
 use crate::store::StoreError;
 
@@ -46,16 +46,21 @@ impl SqliteStore {
         &self,
         query: BalanceQuery,
     ) -> Result<Vec<BalanceRow>, StoreError> {
-        // From the balances kept by day, less (as recorded at a moment) the lines of the entries
-        // recorded after it, found by their recording time: one statement, one snapshot.
+        // From the balances kept by day, less (as recorded at a moment) the rows kept for the
+        // hours after the moment's hour and the lines recorded after it within its hour, found
+        // by their recording time: one statement, one snapshot.
         let rows: Vec<(String, String, i64)> = sqlx::query_as(
             "SELECT account, currency, sum(amount_minor) FROM (
                  SELECT account, currency, amount_minor FROM balance_deltas
                  WHERE ?1 IS NULL OR effective_date <= ?1
                  UNION ALL
+                 SELECT account, currency, -amount_minor FROM recorded_balance_deltas
+                 WHERE ?3 IS NOT NULL AND recorded_hour >= substr(?3, 1, 13)
+                   AND (?1 IS NULL OR effective_date <= ?1)
+                 UNION ALL
                  SELECT l.account, l.currency, -l.amount_minor
                  FROM journal_entries je JOIN journal_lines l ON l.entry_id = je.id
-                 WHERE ?2 IS NOT NULL AND je.recorded_at > ?2
+                 WHERE ?2 IS NOT NULL AND je.recorded_at > ?2 AND je.recorded_at < ?3
                    AND (?1 IS NULL OR je.effective_date <= ?1)
              ) AS kept
              GROUP BY account, currency HAVING sum(amount_minor) <> 0
@@ -63,6 +68,7 @@ impl SqliteStore {
         )
         .bind(query.as_of)
         .bind(query.recorded_at)
+        .bind(query.recorded_at.map(next_hour))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
