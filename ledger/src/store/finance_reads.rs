@@ -2,6 +2,8 @@
 //! payout reconciliation and the payout listing, expanded into each store by `finance_reads!`.
 //! Each backend keeps what it sums its own way: an entry's lines (`attach_lines`) and balances.
 
+use std::sync::LazyLock;
+
 /// Defines `journal`, `reconciliation` and `payouts` on `$store` (with its own `attach_lines`),
 /// and `effect` and `entry_view` over `$row`.
 macro_rules! finance_reads {
@@ -171,64 +173,38 @@ macro_rules! finance_reads {
                 after: Option<&str>,
                 limit: u32,
             ) -> Result<Vec<PayoutSummary>, StoreError> {
-                // The next `limit` ids after `after` in each of the two indexes, each found by one
-                // step through its index from the last (a `DISTINCT` or `UNION` over the items
-                // would read every item of every payout).
-                let ids: Vec<String> = sqlx::query_scalar(
-                    "WITH RECURSIVE
-                         items(payout_id, n) AS (
-                             SELECT (SELECT min(payout_id) FROM payout_items
-                                     WHERE payout_id > coalesce($1, '')), 1
-                             UNION ALL
-                             SELECT (SELECT min(p.payout_id) FROM payout_items p
-                                     WHERE p.payout_id > items.payout_id), n + 1
-                             FROM items WHERE items.payout_id IS NOT NULL AND n < $2),
-                         entries(payout_id, n) AS (
-                             SELECT (SELECT min(payout_id) FROM journal_entries
-                                     WHERE payout_id > coalesce($1, '')), 1
-                             UNION ALL
-                             SELECT (SELECT min(e.payout_id) FROM journal_entries e
-                                     WHERE e.payout_id > entries.payout_id), n + 1
-                             FROM entries WHERE entries.payout_id IS NOT NULL AND n < $2)
-                     SELECT payout_id FROM items WHERE payout_id IS NOT NULL
-                     UNION
-                     SELECT payout_id FROM entries WHERE payout_id IS NOT NULL
-                     ORDER BY payout_id LIMIT $2",
-                )
+                // The page's ids, their counts and their summaries kept under those counts; a
+                // payout without one is reconciled (and its summary kept).
+                let rows: Vec<(String, i64, i64, i64, Option<i64>, Option<String>)> =
+                    sqlx::query_as(crate::store::finance_reads::PAYOUTS_PAGE.as_str())
                 .bind(after)
                 .bind(i64::from(limit))
                 .fetch_all(&self.pool)
                 .await?;
-                let mut summaries = Vec::with_capacity(ids.len());
-                for id in ids {
-                    if let Some(summary) = self.payout_summary(&id).await? {
-                        summaries.push(summary);
-                    }
+                let mut summaries = Vec::with_capacity(rows.len());
+                for (id, entries, items, reversals, version, kept) in rows {
+                    let kept = kept
+                        .filter(|_| version == Some(crate::finance::PAYOUT_SUMMARY_VERSION))
+                        .and_then(|text| serde_json::from_str::<PayoutSummary>(&text).ok());
+                    let summary = match kept {
+                        Some(kept) => Some(kept),
+                        None => self.payout_summary(&id, (entries, items, reversals)).await?,
+                    };
+                    summaries.extend(summary);
                 }
                 Ok(summaries)
             }
 
-            /// A payout's summary: as kept (`payout_summaries`) when what it was computed from
-            /// is what the journal holds now (the same counts of the rows it read, which are
-            /// never updated or deleted), else its reconciliation's, kept when nothing was
-            /// written for the payout while it was computed. Keeping is an optimisation: a
-            /// listing that may not write (a read-only connection) still answers.
-            async fn payout_summary(&self, payout_id: &str) -> Result<Option<PayoutSummary>, StoreError> {
-                let before = self.payout_counts(payout_id).await?;
-                let kept: Option<(i64, i64, i64, i64, String)> = sqlx::query_as(
-                    "SELECT entries, items, reversals, version, summary FROM payout_summaries
-                     WHERE payout_id = $1",
-                )
-                .bind(payout_id)
-                .fetch_optional(&self.pool)
-                .await?;
-                if let Some((entries, items, reversals, version, summary)) = kept
-                    && (entries, items, reversals) == before
-                    && version == crate::finance::PAYOUT_SUMMARY_VERSION
-                    && let Ok(summary) = serde_json::from_str::<PayoutSummary>(&summary)
-                {
-                    return Ok(Some(summary));
-                }
+            /// A payout's summary computed from its reconciliation, and kept (`payout_summaries`,
+            /// read back while what it was computed from is what the journal holds: the same
+            /// counts, `before`, of the rows it read, which are never updated or deleted) when
+            /// nothing was written for the payout while it was computed. Keeping is an
+            /// optimisation: a listing that may not write (a read-only connection) still answers.
+            async fn payout_summary(
+                &self,
+                payout_id: &str,
+                before: (i64, i64, i64),
+            ) -> Result<Option<PayoutSummary>, StoreError> {
                 let Some(reconciliation) = self.reconciliation(payout_id).await? else {
                     return Ok(None);
                 };
@@ -297,16 +273,10 @@ macro_rules! finance_reads {
             /// How many entries carry `payout_id`, how many are tied to it, and how many
             /// reversals its payout entries have: what its reconciliation reads, counted.
             async fn payout_counts(&self, payout_id: &str) -> Result<(i64, i64, i64), StoreError> {
-                Ok(sqlx::query_as(
-                    "SELECT (SELECT count(*) FROM journal_entries WHERE payout_id = $1),
-                            (SELECT count(*) FROM payout_items WHERE payout_id = $1),
-                            (SELECT count(*) FROM journal_entries p
-                             JOIN journal_entries r ON r.reverses_entry_id = p.id
-                             WHERE p.payout_id = $1 AND p.kind = 'payout_paid')",
-                )
-                .bind(payout_id)
-                .fetch_one(&self.pool)
-                .await?)
+                Ok(sqlx::query_as(crate::store::finance_reads::PAYOUT_COUNTS.as_str())
+                    .bind(payout_id)
+                    .fetch_one(&self.pool)
+                    .await?)
             }
         }
 
@@ -339,3 +309,58 @@ macro_rules! finance_reads {
 }
 
 pub(crate) use finance_reads;
+
+/// The next `$2` payout ids after `$1` in each of the two indexes, each found by one step
+/// through its index from the last (a `DISTINCT` or `UNION` over the items would read every item
+/// of every payout), each with the counts of the rows its reconciliation reads and its summary
+/// kept under the same counts: one statement for a page of the payouts listing.
+pub(super) static PAYOUTS_PAGE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH RECURSIVE
+             items(payout_id, n) AS (
+                 SELECT (SELECT min(payout_id) FROM payout_items
+                         WHERE payout_id > coalesce($1, '')), 1
+                 UNION ALL
+                 SELECT (SELECT min(p.payout_id) FROM payout_items p
+                         WHERE p.payout_id > items.payout_id), n + 1
+                 FROM items WHERE items.payout_id IS NOT NULL AND n < $2),
+             entries(payout_id, n) AS (
+                 SELECT (SELECT min(payout_id) FROM journal_entries
+                         WHERE payout_id > coalesce($1, '')), 1
+                 UNION ALL
+                 SELECT (SELECT min(e.payout_id) FROM journal_entries e
+                         WHERE e.payout_id > entries.payout_id), n + 1
+                 FROM entries WHERE entries.payout_id IS NOT NULL AND n < $2),
+             ids(payout_id) AS (
+                 SELECT payout_id FROM items WHERE payout_id IS NOT NULL
+                 UNION
+                 SELECT payout_id FROM entries WHERE payout_id IS NOT NULL
+                 ORDER BY payout_id LIMIT $2),
+             counted(payout_id, entries, items, reversals) AS (
+                 SELECT payout_id, {} FROM ids)
+         SELECT c.payout_id, c.entries, c.items, c.reversals, k.version, k.summary
+         FROM counted c LEFT JOIN payout_summaries k
+             ON k.payout_id = c.payout_id AND k.entries = c.entries AND k.items = c.items
+            AND k.reversals = c.reversals
+         ORDER BY c.payout_id",
+        payout_counts("ids.payout_id")
+    )
+});
+
+/// A payout's counts (`$1`: its id).
+pub(super) static PAYOUT_COUNTS: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {}", payout_counts("$1")));
+
+/// How many entries carry a payout's id, how many are tied to it, and how many reversals its
+/// payout entries have: what its reconciliation reads, counted (no such row is ever updated or
+/// deleted, so equal counts mean the same rows), as three columns (`id`: a parameter or a
+/// column).
+fn payout_counts(id: &str) -> String {
+    format!(
+        "(SELECT count(*) FROM journal_entries WHERE payout_id = {id}),
+         (SELECT count(*) FROM payout_items WHERE payout_id = {id}),
+         (SELECT count(*) FROM journal_entries p
+          JOIN journal_entries r ON r.reverses_entry_id = p.id
+          WHERE p.payout_id = {id} AND p.kind = 'payout_paid')"
+    )
+}
