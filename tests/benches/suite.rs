@@ -1631,7 +1631,7 @@ async fn part_finance(results: &mut serde_json::Map<String, Value>) {
                                            'net', CASE WHEN g % 6 = 5 THEN '93.60' ELSE '96.80' END),
                         now() - interval '366 days' + g * (interval '365 days' / {entries}),
                         CASE WHEN g % {PAYOUT_EVERY} = 0 THEN 'po_' || lpad((g / {PAYOUT_EVERY} - 1)::text, 6, '0') END
-                 FROM generate_series({first}, {last}) AS g
+                 FROM generate_series({first}::bigint, {last}::bigint) AS g
                  RETURNING id, source, event_id),
              items AS (
                  INSERT INTO payout_items (entry_id, source, payout_id, event_id)
