@@ -9,7 +9,9 @@ use tokio::sync::RwLock;
 use tokio_util::sync::CancellationToken;
 
 use apalis_core::error::{AbortError, BoxDynError};
-use ledger::job::{AttemptStart, FailureDecision, JobPayload, JobRef, Posted, Work};
+use ledger::job::{
+    AttemptStart, FailureDecision, JobPayload, JobRef, Posted, Work, out_of_attempts,
+};
 use ledger::{PostError, PostingRules, Store, StoreError};
 use tracing::{debug, error, info, warn};
 
@@ -356,7 +358,7 @@ impl Runner {
         let mut decision = self.policy.decide(attempt, &error);
         if let (Some(source), PostError::Provider(refused @ ProviderError::Auth { .. })) =
             (source, &error)
-            && attempt < self.policy.attempts_max
+            && !out_of_attempts(attempt, self.policy.attempts_max)
             && self.pause_refused(source, refused).await
         {
             decision = FailureDecision::RetryAfterMs(PAUSED_RECHECK_MS);

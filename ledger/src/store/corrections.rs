@@ -15,7 +15,8 @@ use crate::money::Currency;
 use crate::posting::{EntryDraft, Line, reversal_lines};
 use crate::review::{Decision, DecisionError};
 use crate::store::StoreError;
-use crate::store::backend::Backend;
+use crate::store::driver::FinanceReads;
+use crate::store::transactions::Transactions;
 
 /// What a person asks for: the date the reversal (and correction) take effect, and the lines the
 /// entry should have had (none: the entry is void, reversed only).
@@ -49,17 +50,18 @@ pub(super) struct CorrectionEntry<'a> {
     pub(super) details: String,
 }
 
+/// The correction already recorded of an entry (`journal_corrections`).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub(super) struct PastCorrection {
+    pub(super) id: i64,
+    pub(super) actor: String,
+    pub(super) reason: String,
+    pub(super) reversal_entry_id: i64,
+    pub(super) correction_entry_id: Option<i64>,
+}
+
 /// What a backend provides for corrections. Every method runs in the caller's transaction.
-pub(super) trait CorrectionRows: Backend {
-    /// The entry with its lines, or `None`.
-    async fn entry_for_correction(&self, id: i64) -> Result<Option<EntryView>, StoreError>;
-
-    /// The correction already made of `entry_id`: (its id, actor, reason, reversal, correction).
-    async fn correction_of(
-        &self,
-        entry_id: i64,
-    ) -> Result<Option<(i64, String, String, i64, Option<i64>)>, StoreError>;
-
+pub(super) trait CorrectionRows: Transactions + FinanceReads {
     /// Writes the entry with its lines; `None` when an entry already holds its source key or
     /// already reverses the same entry (another correction or reversal got there first).
     async fn write_entry(
@@ -132,21 +134,22 @@ pub(super) async fn correct<B: CorrectionRows>(
         check_lines(lines).map_err(DecisionError::Invalid)?;
     }
     let original = backend
-        .entry_for_correction(id)
+        .entry(id)
         .await?
         .ok_or(DecisionError::NotFound("entry"))?;
-    if let Some((done, actor, reason, reversal, correction)) = backend.correction_of(id).await? {
-        if actor == decision.actor && reason == decision.reason {
+    if let Some(done) = backend.correction_of_entry(id).await? {
+        if done.actor == decision.actor && done.reason == decision.reason {
             return Ok(Corrected {
-                id: done,
+                id: done.id,
                 entry_id: id,
-                reversal_entry_id: reversal,
-                correction_entry_id: correction,
+                reversal_entry_id: done.reversal_entry_id,
+                correction_entry_id: done.correction_entry_id,
                 changed: false,
             });
         }
         return Err(DecisionError::AlreadyDecided(format!(
-            "entry {id} was already corrected (correction {done}, by {actor}: {reason})"
+            "entry {id} was already corrected (correction {}, by {}: {})",
+            done.id, done.actor, done.reason
         )));
     }
     if let Some(reversed) = original.reverses_entry_id {

@@ -11,10 +11,10 @@ use crate::review::{
 use crate::state::EventStatus;
 use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
-use crate::store::backend::Backend;
+use crate::store::transactions::Transactions;
 
 /// What a backend provides for decisions. Every method runs in the caller's transaction.
-pub(super) trait DecisionRows: Backend {
+pub(super) trait DecisionRows: Transactions {
     /// The dead letter's state and event, both rows locked against other writers; `None` when
     /// there is no such dead letter.
     async fn lock_dead_letter(

@@ -8,10 +8,10 @@ use crate::job::{AttemptOutcome, ErrorClass, FailureDecision, JobRef};
 use crate::post_error::PostError;
 use crate::state::EventStatus;
 use crate::store::StoreError;
-use crate::store::backend::Backend;
+use crate::store::transactions::Transactions;
 
 /// The rows a failure reads and writes. Every method runs in the caller's transaction.
-pub(super) trait FailureRows: Backend {
+pub(super) trait FailureRows: Transactions {
     /// Writes how the attempt ended.
     async fn finish_attempt(
         tx: &mut Self::Tx,
@@ -52,6 +52,18 @@ pub(super) trait FailureRows: Backend {
 
     /// Nothing runs the job again.
     async fn kill_job(tx: &mut Self::Tx, job_id: &str) -> Result<(), StoreError>;
+}
+
+/// Gives the job back to the queue, due in `delay_ms`, if `worker` still holds it.
+pub(super) async fn retry_later<B: FailureRows>(
+    backend: &B,
+    job_id: &str,
+    worker: &str,
+    delay_ms: u64,
+) -> Result<(), StoreError> {
+    let mut tx = backend.begin_write().await?;
+    B::retry_later(&mut tx, job_id, worker, delay_ms).await?;
+    backend.commit(tx).await
 }
 
 /// Records a failed attempt and carries out `decision`: run again later, or dead-letter the

@@ -4,12 +4,65 @@
 
 use std::sync::LazyLock;
 
-/// Defines `journal`, `reconciliation` and `payouts` on `$store` (with its own `attach_lines`),
-/// and `effect` and `entry_view` over `$row`.
+/// Implements `driver::FinanceReads` for `$store` (over its own `FinanceRows::attach_lines`),
+/// with its helpers `payout_summary` and `payout_counts`, and `effect` and `entry_view` over
+/// `$row`.
 macro_rules! finance_reads {
     ($store:ty, $row:ty) => {
         impl $store {
-            pub(in crate::store) async fn journal(
+            /// A payout's summary computed from its reconciliation, and kept (`payout_summaries`,
+            /// read back while what it was computed from is what the journal holds: the same
+            /// counts, `before`, of the rows it read, which are never updated or deleted) when
+            /// nothing was written for the payout while it was computed. Keeping is an
+            /// optimisation: a listing that may not write (a read-only connection) still answers.
+            async fn payout_summary(
+                &self,
+                payout_id: &str,
+                before: (i64, i64, i64),
+            ) -> Result<Option<PayoutSummary>, StoreError> {
+                let Some(reconciliation) = self.reconciliation(payout_id).await? else {
+                    return Ok(None);
+                };
+                let summary = PayoutSummary::from(&reconciliation);
+                if self.payout_counts(payout_id).await? == before {
+                    let (entries, items, reversals) = before;
+                    let text = serde_json::to_string(&summary)
+                        .map_err(|e| StoreError::Corrupt(format!("a payout summary: {e}")))?;
+                    let kept = sqlx::query(
+                        "INSERT INTO payout_summaries (payout_id, entries, items, reversals, version, summary)
+                         VALUES ($1, $2, $3, $4, $5, $6)
+                         ON CONFLICT (payout_id) DO UPDATE SET entries = excluded.entries,
+                             items = excluded.items, reversals = excluded.reversals,
+                             version = excluded.version, summary = excluded.summary",
+                    )
+                    .bind(payout_id)
+                    .bind(entries)
+                    .bind(items)
+                    .bind(reversals)
+                    .bind(crate::finance::PAYOUT_SUMMARY_VERSION)
+                    .bind(text)
+                    .execute(&self.pool)
+                    .await;
+                    if let Err(error) = kept {
+                        tracing::debug!(payout_id, %error, "a payout's summary was not kept");
+                    }
+                }
+                Ok(Some(summary))
+            }
+
+
+            /// How many entries carry `payout_id`, how many are tied to it, and how many
+            /// reversals its payout entries have: what its reconciliation reads, counted.
+            async fn payout_counts(&self, payout_id: &str) -> Result<(i64, i64, i64), StoreError> {
+                Ok(sqlx::query_as(crate::store::finance_reads::PAYOUT_COUNTS.as_str())
+                    .bind(payout_id)
+                    .fetch_one(&self.pool)
+                    .await?)
+            }
+        }
+
+        impl crate::store::driver::FinanceReads for $store {
+            async fn journal(
                 &self,
                 filter: &JournalFilter,
                 after: Option<JournalCursor>,
@@ -61,7 +114,7 @@ macro_rules! finance_reads {
             }
 
             /// One entry with its lines.
-            pub(in crate::store) async fn entry(
+            async fn entry(
                 &self,
                 id: i64,
             ) -> Result<Option<EntryView>, StoreError> {
@@ -84,10 +137,10 @@ macro_rules! finance_reads {
             }
 
             /// The correction made of `entry_id`, if any.
-            pub(in crate::store) async fn correction_of_entry(
+            async fn correction_of_entry(
                 &self,
                 entry_id: i64,
-            ) -> Result<Option<(i64, String, String, i64, Option<i64>)>, StoreError> {
+            ) -> Result<Option<crate::store::corrections::PastCorrection>, StoreError> {
                 Ok(sqlx::query_as(
                     "SELECT id, actor, reason, reversal_entry_id, correction_entry_id
                      FROM journal_corrections WHERE entry_id = $1",
@@ -97,7 +150,7 @@ macro_rules! finance_reads {
                 .await?)
             }
 
-            pub(in crate::store) async fn reconciliation(
+            async fn reconciliation(
                 &self,
                 payout_id: &str,
             ) -> Result<Option<Reconciliation>, StoreError> {
@@ -168,7 +221,7 @@ macro_rules! finance_reads {
                 Ok(Some(reconcile(payout_id, payouts, items)))
             }
 
-            pub(in crate::store) async fn payouts(
+            async fn payouts(
                 &self,
                 after: Option<&str>,
                 limit: u32,
@@ -195,50 +248,10 @@ macro_rules! finance_reads {
                 Ok(summaries)
             }
 
-            /// A payout's summary computed from its reconciliation, and kept (`payout_summaries`,
-            /// read back while what it was computed from is what the journal holds: the same
-            /// counts, `before`, of the rows it read, which are never updated or deleted) when
-            /// nothing was written for the payout while it was computed. Keeping is an
-            /// optimisation: a listing that may not write (a read-only connection) still answers.
-            async fn payout_summary(
-                &self,
-                payout_id: &str,
-                before: (i64, i64, i64),
-            ) -> Result<Option<PayoutSummary>, StoreError> {
-                let Some(reconciliation) = self.reconciliation(payout_id).await? else {
-                    return Ok(None);
-                };
-                let summary = PayoutSummary::from(&reconciliation);
-                if self.payout_counts(payout_id).await? == before {
-                    let (entries, items, reversals) = before;
-                    let text = serde_json::to_string(&summary)
-                        .map_err(|e| StoreError::Corrupt(format!("a payout summary: {e}")))?;
-                    let kept = sqlx::query(
-                        "INSERT INTO payout_summaries (payout_id, entries, items, reversals, version, summary)
-                         VALUES ($1, $2, $3, $4, $5, $6)
-                         ON CONFLICT (payout_id) DO UPDATE SET entries = excluded.entries,
-                             items = excluded.items, reversals = excluded.reversals,
-                             version = excluded.version, summary = excluded.summary",
-                    )
-                    .bind(payout_id)
-                    .bind(entries)
-                    .bind(items)
-                    .bind(reversals)
-                    .bind(crate::finance::PAYOUT_SUMMARY_VERSION)
-                    .bind(text)
-                    .execute(&self.pool)
-                    .await;
-                    if let Err(error) = kept {
-                        tracing::debug!(payout_id, %error, "a payout's summary was not kept");
-                    }
-                }
-                Ok(Some(summary))
-            }
-
             /// Each kept payout summary the listing would use (its counts are the journal's
             /// now, its version this one's) that differs from its payout's reconciliation, named:
             /// `settle verify`'s `payout_summaries_equal_their_reconciliation`.
-            pub(in crate::store) async fn payout_summaries_differing(&self) -> Result<Vec<String>, StoreError> {
+            async fn payout_summaries_differing(&self) -> Result<Vec<String>, StoreError> {
                 let kept: Vec<(String, i64, i64, i64, String)> = sqlx::query_as(
                     "SELECT payout_id, entries, items, reversals, summary FROM payout_summaries
                      WHERE version = $1 ORDER BY payout_id",
@@ -268,15 +281,6 @@ macro_rules! finance_reads {
                     }
                 }
                 Ok(differing)
-            }
-
-            /// How many entries carry `payout_id`, how many are tied to it, and how many
-            /// reversals its payout entries have: what its reconciliation reads, counted.
-            async fn payout_counts(&self, payout_id: &str) -> Result<(i64, i64, i64), StoreError> {
-                Ok(sqlx::query_as(crate::store::finance_reads::PAYOUT_COUNTS.as_str())
-                    .bind(payout_id)
-                    .fetch_one(&self.pool)
-                    .await?)
             }
         }
 

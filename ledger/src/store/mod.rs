@@ -1,9 +1,9 @@
 //! The only place with SQL. One [`Store`] over the backends: PostgreSQL for fleets, SQLite for
 //! the embedded default. Callers (ingress, workers, ops) never see which one they talk to.
 
-mod backend;
 mod corrections;
 mod decide;
+mod driver;
 mod failures;
 mod finance_reads;
 mod movements;
@@ -18,6 +18,7 @@ mod search;
 pub mod sessions;
 mod sqlite;
 mod start;
+mod transactions;
 mod verify;
 
 use chrono::NaiveDate;
@@ -44,6 +45,10 @@ use crate::record::{Content, NewEvent, Recorded};
 use crate::review::{
     ConflictDetail, ConflictView, DeadLetterDetail, DeadLetterFilter, DeadLetterSummary, Decided,
     Decision, DecisionError, EventView, Page, PageRequest,
+};
+use driver::{
+    Connection, EventSearch, FeedRows, FinanceReads, FinanceRows, Fleet, Health, Pauses, Queue,
+    Recording, Retention, ReviewReads, Sessions,
 };
 use start::StartRows;
 
@@ -200,7 +205,8 @@ impl BackendKind {
     }
 }
 
-/// settle's storage: events, conflicts, jobs (through the queue's tables), and later the journal.
+/// settle's storage: events, conflicts, jobs (through the queue's tables), the journal and the
+/// sums kept beside it.
 #[derive(Clone, Debug)]
 pub struct Store {
     backend: Backend,
@@ -229,10 +235,10 @@ impl Store {
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Store, StoreError> {
         match BackendKind::of_url(url) {
             Some(BackendKind::Postgres) => Ok(Store {
-                backend: Backend::Postgres(postgres::PgStore::connect(url, options).await?),
+                backend: Backend::Postgres(driver::open(url, options).await?),
             }),
             Some(BackendKind::Sqlite) => Ok(Store {
-                backend: Backend::Sqlite(sqlite::SqliteStore::connect(url, options).await?),
+                backend: Backend::Sqlite(driver::open(url, options).await?),
             }),
             None => Err(StoreError::Unsupported(
                 "database URL must start with postgres://, postgresql:// or sqlite:",
@@ -256,12 +262,7 @@ impl Store {
     /// Creates the runtime roles of a fleet (those missing) and grants each what it may do
     /// (`store::postgres::roles`). PostgreSQL only: an SQLite file has one user, its owner.
     pub async fn grant_roles(&self) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.grant_roles(true).await,
-            Backend::Sqlite(_) => Err(StoreError::Unsupported(
-                "an SQLite database has one user (its file's owner): roles are PostgreSQL's",
-            )),
-        }
+        on_backend!(self, store => store.grant_roles().await)
     }
 
     /// Reachable, and every migration this build knows is applied.
@@ -273,10 +274,7 @@ impl Store {
     /// queue's own heartbeat, which a busy worker writes seconds late. SQLite has one process
     /// and nothing to tell.
     pub async fn keep_worker_alive(&self, name: &str) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.keep_worker_alive(name).await,
-            Backend::Sqlite(_) => Ok(()),
-        }
+        on_backend!(self, store => store.keep_worker_alive(name).await)
     }
 
     /// How many worker processes of the queue are alive: the caller, whose workers' names
@@ -287,10 +285,7 @@ impl Store {
         window: Duration,
         own_prefix: &str,
     ) -> Result<u32, StoreError> {
-        match &self.backend {
-            Backend::Postgres(store) => store.live_workers(window, own_prefix).await,
-            Backend::Sqlite(_) => Ok(1),
-        }
+        on_backend!(self, store => store.live_workers(window, own_prefix).await)
     }
 
     /// Proves the connection keeps session state: a LISTEN on one connection hears a NOTIFY

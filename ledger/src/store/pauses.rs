@@ -62,7 +62,7 @@ pub struct PauseChange {
 pub(crate) const PAUSE_COLUMNS: &str =
     "id, source, paused_at, paused_by, pause_reason, resumed_at, resumed_by, resume_reason";
 
-/// Defines `pause_source`, `resume_source` and `source_pauses` on `$store` over `$db`; `$jobs` is
+/// Implements `driver::Pauses` for `$store` over `$db`; `$jobs` is
 /// the queue's table and `$due_now` the value of its `run_at` for "now".
 macro_rules! pause_rows {
     ($store:ty, $db:ty, $jobs:literal, $due_now:expr) => {
@@ -82,16 +82,18 @@ macro_rules! pause_rows {
                     resume_reason: row.try_get("resume_reason")?,
                 })
             }
+        }
 
+        impl crate::store::driver::Pauses for $store {
             /// Pauses `source` (already paused: nothing written).
-            pub(in crate::store) async fn pause_source(
+            async fn pause_source(
                 &self,
                 source: &str,
                 decision: &crate::review::Decision,
             ) -> Result<crate::store::pauses::PauseChange, crate::review::DecisionError> {
                 use crate::store::pauses::PAUSE_COLUMNS;
                 decision.require_reason()?;
-                let mut tx = crate::store::backend::Backend::begin_write(self).await?;
+                let mut tx = crate::store::transactions::Transactions::begin_write(self).await?;
                 // Two people pausing at once: one insert wins on the unique index of pauses in
                 // force; the other finds that pause and answers as a repeat.
                 let sql = format!(
@@ -121,7 +123,7 @@ macro_rules! pause_rows {
                     }
                 };
                 let pause = Self::pause_of(&row)?;
-                crate::store::backend::Backend::commit(self, tx).await?;
+                crate::store::transactions::Transactions::commit(self, tx).await?;
                 Ok(crate::store::pauses::PauseChange {
                     source: source.to_owned(),
                     paused: true,
@@ -132,14 +134,14 @@ macro_rules! pause_rows {
             }
 
             /// Resumes `source` (not paused: nothing written) and makes its waiting jobs due.
-            pub(in crate::store) async fn resume_source(
+            async fn resume_source(
                 &self,
                 source: &str,
                 decision: &crate::review::Decision,
             ) -> Result<crate::store::pauses::PauseChange, crate::review::DecisionError> {
                 use crate::store::pauses::PAUSE_COLUMNS;
                 decision.require_reason()?;
-                let mut tx = crate::store::backend::Backend::begin_write(self).await?;
+                let mut tx = crate::store::transactions::Transactions::begin_write(self).await?;
                 let sql = format!(
                     "UPDATE source_pauses SET resumed_at = $2, resumed_by = $3, resume_reason = $4
                      WHERE source = $1 AND resumed_at IS NULL RETURNING {PAUSE_COLUMNS}"
@@ -172,7 +174,7 @@ macro_rules! pause_rows {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-                crate::store::backend::Backend::commit(self, tx).await?;
+                crate::store::transactions::Transactions::commit(self, tx).await?;
                 Ok(crate::store::pauses::PauseChange {
                     source: source.to_owned(),
                     paused: false,
@@ -183,7 +185,7 @@ macro_rules! pause_rows {
             }
 
             /// Pauses newest first: those in force only, or every one (at most `limit`).
-            pub(in crate::store) async fn source_pauses(
+            async fn source_pauses(
                 &self,
                 in_force_only: bool,
                 limit: u32,

@@ -75,8 +75,8 @@ pub struct PruneLine {
 
 pub use crate::review::PayloadErasure;
 
-/// Defines `prune_rule`, `erase_payload` and `payload_erasure` on `$store` (with `pool` and the
-/// backend's writing transaction) over `$db`.
+/// Implements `driver::Retention` for `$store` (with `pool` and the backend's writing
+/// transaction) over `$db`.
 macro_rules! retention_rows {
     ($store:ty, $db:ty) => {
         impl $store {
@@ -127,10 +127,12 @@ macro_rules! retention_rows {
                 Self::sources_condition(q, rule);
                 q.push(")");
             }
+        }
 
+        impl crate::store::driver::Retention for $store {
             /// Counts what the rule would expire, or (not a dry run) expires it under one
             /// erasure by `actor`, in batches.
-            pub(in crate::store) async fn prune_rule(
+            async fn prune_rule(
                 &self,
                 rule: &crate::store::retention::ExpiryRule,
                 actor: &str,
@@ -161,7 +163,7 @@ macro_rules! retention_rows {
                     rule.days
                 );
                 let erasure: (i64,) = {
-                    let mut tx = crate::store::backend::Backend::begin_write(self).await?;
+                    let mut tx = crate::store::transactions::Transactions::begin_write(self).await?;
                     let erasure = sqlx::query_as(
                         "INSERT INTO payload_erasures (at, actor, reason, scope, source, received_before)
                          VALUES ($1, $2, $3, 'expiry', $4, $5) RETURNING id",
@@ -173,7 +175,7 @@ macro_rules! retention_rows {
                     .bind(rule.received_before)
                     .fetch_one(&mut *tx)
                     .await?;
-                    crate::store::backend::Backend::commit(self, tx).await?;
+                    crate::store::transactions::Transactions::commit(self, tx).await?;
                     erasure
                 };
                 line.erasure_id = Some(erasure.0);
@@ -189,9 +191,9 @@ macro_rules! retention_rows {
                     q.push(" ORDER BY e.received_at LIMIT ")
                         .push_bind(crate::store::retention::ERASE_BATCH)
                         .push(")");
-                    let mut tx = crate::store::backend::Backend::begin_write(self).await?;
+                    let mut tx = crate::store::transactions::Transactions::begin_write(self).await?;
                     let erased = q.build().execute(&mut *tx).await?.rows_affected();
-                    crate::store::backend::Backend::commit(self, tx).await?;
+                    crate::store::transactions::Transactions::commit(self, tx).await?;
                     events += erased;
                     if erased < crate::store::retention::ERASE_BATCH as u64 {
                         break;
@@ -208,9 +210,9 @@ macro_rules! retention_rows {
                     q.push(" LIMIT ")
                         .push_bind(crate::store::retention::ERASE_BATCH)
                         .push(")");
-                    let mut tx = crate::store::backend::Backend::begin_write(self).await?;
+                    let mut tx = crate::store::transactions::Transactions::begin_write(self).await?;
                     let erased = q.build().execute(&mut *tx).await?.rows_affected();
-                    crate::store::backend::Backend::commit(self, tx).await?;
+                    crate::store::transactions::Transactions::commit(self, tx).await?;
                     conflicts += erased;
                     if erased < crate::store::retention::ERASE_BATCH as u64 {
                         break;
@@ -223,14 +225,14 @@ macro_rules! retention_rows {
 
             /// Erases one event's payload, and its resolved conflicting deliveries', on a
             /// person's request. Already erased: success, nothing written.
-            pub(in crate::store) async fn erase_payload(
+            async fn erase_payload(
                 &self,
                 event_id: i64,
                 decision: &crate::review::Decision,
             ) -> Result<crate::review::Decided, crate::review::DecisionError> {
                 use crate::review::DecisionError;
                 decision.require_reason()?;
-                let mut tx = crate::store::backend::Backend::begin_write(self).await?;
+                let mut tx = crate::store::transactions::Transactions::begin_write(self).await?;
                 // Taking the row's write lock first (a no-op update), so that no status change
                 // or conflict of this event commits between the check and the erasure.
                 let row: Option<(String, Option<i64>)> = sqlx::query_as(
@@ -293,12 +295,12 @@ macro_rules! retention_rows {
                 .bind(event_id)
                 .execute(&mut *tx)
                 .await?;
-                crate::store::backend::Backend::commit(self, tx).await?;
+                crate::store::transactions::Transactions::commit(self, tx).await?;
                 Ok(decided(true))
             }
 
             /// The erasure recorded under `id`.
-            pub(in crate::store) async fn payload_erasure(
+            async fn payload_erasure(
                 &self,
                 id: i64,
             ) -> Result<Option<crate::store::retention::PayloadErasure>, crate::store::StoreError>

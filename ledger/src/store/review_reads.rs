@@ -12,12 +12,44 @@ pub(crate) fn paged<T>(mut items: Vec<T>, limit: u32, id: impl Fn(&T) -> i64) ->
     Page { items, next_cursor }
 }
 
-/// Defines `event`, `event_by_key`, `dead_letters`, `dead_letter`, `conflicts`, `conflict` and
-/// `audit_for_event` on `$store` (a backend's store with a `pool`, `view_rows!` expanded beside).
+/// Implements `driver::ReviewReads` for `$store` (a backend's store with a `pool`, `view_rows!`
+/// expanded beside), with its helpers `attempts_of` and `audit_for_event`.
 macro_rules! review_reads {
     ($store:ty) => {
         impl $store {
-            pub(in crate::store) async fn event(
+            /// Every attempt of every job the event has had, in order.
+            async fn attempts_of(
+                &self,
+                event_id: EventId,
+            ) -> Result<Vec<crate::review::AttemptView>, StoreError> {
+                Ok(sqlx::query(
+                    "SELECT job_id, attempt, worker, started_at, finished_at, outcome, error_code, error
+                     FROM job_attempts WHERE event_id = $1 ORDER BY id",
+                )
+                .bind(event_id.get())
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(attempt_view)
+                .collect::<Result<Vec<_>, _>>()?)
+            }
+
+            async fn audit_for_event(&self, event_id: i64) -> Result<Vec<AuditView>, StoreError> {
+                Ok(sqlx::query(
+                    "SELECT id, at, actor, action, reason, subject_type, subject_id, event_id, before_state, after_state
+                     FROM audit_log WHERE event_id = $1 ORDER BY id",
+                )
+                .bind(event_id)
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(audit_view)
+                .collect::<Result<Vec<_>, _>>()?)
+            }
+        }
+
+        impl crate::store::driver::ReviewReads for $store {
+            async fn event(
                 &self,
                 id: EventId,
             ) -> Result<Option<EventView>, StoreError> {
@@ -29,7 +61,7 @@ macro_rules! review_reads {
                 Ok(row.as_ref().map(event_view).transpose()?)
             }
 
-            pub(in crate::store) async fn event_by_key(
+            async fn event_by_key(
                 &self,
                 source: &str,
                 external_id: &str,
@@ -45,7 +77,7 @@ macro_rules! review_reads {
                 Ok(row.as_ref().map(event_view).transpose()?)
             }
 
-            pub(in crate::store) async fn dead_letters(
+            async fn dead_letters(
                 &self,
                 filter: &DeadLetterFilter,
                 page: PageRequest,
@@ -77,7 +109,7 @@ macro_rules! review_reads {
                 Ok(crate::store::review_reads::paged(items, page.limit, |d| d.id))
             }
 
-            pub(in crate::store) async fn dead_letter(
+            async fn dead_letter(
                 &self,
                 id: i64,
             ) -> Result<Option<DeadLetterDetail>, StoreError> {
@@ -108,7 +140,7 @@ macro_rules! review_reads {
                 }))
             }
 
-            pub(in crate::store) async fn conflicts(
+            async fn conflicts(
                 &self,
                 state: Option<&str>,
                 page: PageRequest,
@@ -131,7 +163,7 @@ macro_rules! review_reads {
                 Ok(crate::store::review_reads::paged(items, page.limit, |c| c.id))
             }
 
-            pub(in crate::store) async fn conflict(
+            async fn conflict(
                 &self,
                 id: i64,
             ) -> Result<Option<ConflictDetail>, StoreError> {
@@ -168,7 +200,7 @@ macro_rules! review_reads {
                 }))
             }
 
-            pub(in crate::store) async fn event_detail(
+            async fn event_detail(
                 &self,
                 id: EventId,
             ) -> Result<Option<crate::review::EventDetail>, StoreError> {
@@ -230,36 +262,6 @@ macro_rules! review_reads {
                     entries,
                     audit,
                 }))
-            }
-
-            /// Every attempt of every job the event has had, in order.
-            async fn attempts_of(
-                &self,
-                event_id: EventId,
-            ) -> Result<Vec<crate::review::AttemptView>, StoreError> {
-                Ok(sqlx::query(
-                    "SELECT job_id, attempt, worker, started_at, finished_at, outcome, error_code, error
-                     FROM job_attempts WHERE event_id = $1 ORDER BY id",
-                )
-                .bind(event_id.get())
-                .fetch_all(&self.pool)
-                .await?
-                .iter()
-                .map(attempt_view)
-                .collect::<Result<Vec<_>, _>>()?)
-            }
-
-            async fn audit_for_event(&self, event_id: i64) -> Result<Vec<AuditView>, StoreError> {
-                Ok(sqlx::query(
-                    "SELECT id, at, actor, action, reason, subject_type, subject_id, event_id, before_state, after_state
-                     FROM audit_log WHERE event_id = $1 ORDER BY id",
-                )
-                .bind(event_id)
-                .fetch_all(&self.pool)
-                .await?
-                .iter()
-                .map(audit_view)
-                .collect::<Result<Vec<_>, _>>()?)
             }
         }
     };

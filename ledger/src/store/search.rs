@@ -4,7 +4,7 @@
 //! how an external id prefix is compared as bytes (`COLLATE "C"` on PostgreSQL) and how a set of
 //! ids found in another table is made to drive the lookup.
 
-/// Defines `search_events` and `search_plan` on `$store` over `$db`; `$bytes` makes a text
+/// Implements `driver::EventSearch` for `$store` over `$db`; `$bytes` makes a text
 /// comparison bytewise; `$explain` is the backend's EXPLAIN; `$ids_open` .. `$ids_close` wrap a
 /// subquery of event ids so that the database looks those events up by id (PostgreSQL
 /// evaluates `ARRAY(...)` once and probes the primary key; SQLite plans `IN (...)` that way).
@@ -95,8 +95,10 @@ macro_rules! event_search {
                 q.push(" ORDER BY e.id DESC LIMIT ").push_bind(limit);
                 q
             }
+        }
 
-            pub(in crate::store) async fn search_events(
+        impl crate::store::driver::EventSearch for $store {
+            async fn search_events(
                 &self,
                 filter: &crate::review::EventFilter,
                 page: crate::review::PageRequest,
@@ -131,7 +133,7 @@ macro_rules! event_search {
             }
 
             /// The plan the database makes for a search (its EXPLAIN, one line per row).
-            pub(in crate::store) async fn search_plan(
+            async fn search_plan(
                 &self,
                 filter: &crate::review::EventFilter,
             ) -> Result<String, crate::store::StoreError> {

@@ -32,12 +32,12 @@ pub struct NewSession<'a> {
     pub expires_at: DateTime<Utc>,
 }
 
-/// Defines the session rows on `$store`.
+/// Implements `driver::Sessions` for `$store`.
 macro_rules! session_rows {
     ($store:ty) => {
-        impl $store {
+        impl crate::store::driver::Sessions for $store {
             /// Inserts the session, and removes the ones expired by `now`.
-            pub(in crate::store) async fn open_session(
+            async fn open_session(
                 &self,
                 session: &crate::store::sessions::NewSession<'_>,
             ) -> Result<(), crate::store::StoreError> {
@@ -65,7 +65,7 @@ macro_rules! session_rows {
             }
 
             /// The session under `id_sha256` if it has not expired by `now`.
-            pub(in crate::store) async fn session(
+            async fn session(
                 &self,
                 id_sha256: &str,
                 now: chrono::DateTime<chrono::Utc>,
@@ -97,7 +97,7 @@ macro_rules! session_rows {
             }
 
             /// Ends one session. Answers whether it was open.
-            pub(in crate::store) async fn close_session(
+            async fn close_session(
                 &self,
                 id_sha256: &str,
             ) -> Result<bool, crate::store::StoreError> {
@@ -109,7 +109,7 @@ macro_rules! session_rows {
             }
 
             /// Ends every session of `actor`, wherever it was opened. Answers how many.
-            pub(in crate::store) async fn close_sessions_of(
+            async fn close_sessions_of(
                 &self,
                 actor: &str,
             ) -> Result<u64, crate::store::StoreError> {

@@ -168,7 +168,7 @@ impl Store {
         worker: &str,
         delay_ms: u64,
     ) -> Result<(), StoreError> {
-        on_backend!(self, store => store.retry_later(job_id, worker, delay_ms).await)
+        on_backend!(self, store => failures::retry_later(store, job_id, worker, delay_ms).await)
     }
 
     /// Dead-letters the event whose current job has an unreadable payload. `None` when no

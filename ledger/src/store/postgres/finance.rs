@@ -14,8 +14,9 @@ use crate::finance::{
     balance_effect, exact, next_hour, reconcile,
 };
 use crate::store::StoreError;
+use crate::store::driver::{FinanceReads, FinanceRows};
 
-impl PgStore {
+impl crate::store::driver::FinanceRows for PgStore {
     async fn attach_lines(&self, entries: &mut [EntryView]) -> Result<(), StoreError> {
         let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
         let rows: Vec<(i64, i32, String, String, Decimal)> = sqlx::query_as(
@@ -41,10 +42,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(in crate::store) async fn balances(
-        &self,
-        query: BalanceQuery,
-    ) -> Result<Vec<BalanceRow>, StoreError> {
+    async fn balances(&self, query: BalanceQuery) -> Result<Vec<BalanceRow>, StoreError> {
         // From the balances kept by day, less (as recorded at a moment) the rows kept for the
         // hours after the moment's hour and the lines recorded after it within its hour, found
         // by their recording time: one statement, one snapshot.
@@ -84,7 +82,7 @@ impl PgStore {
     /// recorded hour into a row per account, currency, day and hour (the last day's hours), and
     /// the open receivables kept into a row per movement (none once cleared); answers how many
     /// rows it folded.
-    pub(in crate::store) async fn compact_balances(&self) -> Result<u64, StoreError> {
+    async fn compact_balances(&self) -> Result<u64, StoreError> {
         let folded: i64 = sqlx::query_scalar(
             "SELECT balance_deltas_compact() + recorded_balance_deltas_compact()
                     + receivable_deltas_compact()",
@@ -94,7 +92,7 @@ impl PgStore {
         Ok(u64::try_from(folded).unwrap_or_default())
     }
 
-    pub(in crate::store) async fn open_receivables(
+    async fn open_receivables(
         &self,
         accounts: &[String],
         since_on_or_before: NaiveDate,
@@ -132,17 +130,6 @@ crate::store::search::event_search!(
 );
 
 impl crate::store::corrections::CorrectionRows for PgStore {
-    async fn entry_for_correction(&self, id: i64) -> Result<Option<EntryView>, StoreError> {
-        self.entry(id).await
-    }
-
-    async fn correction_of(
-        &self,
-        entry_id: i64,
-    ) -> Result<Option<(i64, String, String, i64, Option<i64>)>, StoreError> {
-        self.correction_of_entry(entry_id).await
-    }
-
     /// The entry and its lines in one statement, so the balance check sees them together.
     async fn write_entry(
         tx: &mut Self::Tx,

@@ -20,22 +20,8 @@ use crate::store::start::StartRows;
 /// The error a died attempt is recorded with.
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
 
-impl PgStore {
-    pub(in crate::store) async fn retry_later(
-        &self,
-        job_id: &str,
-        worker: &str,
-        delay_ms: u64,
-    ) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        retry_later(&mut conn, job_id, worker, delay_ms).await
-    }
-
-    pub(in crate::store) async fn sweep(
-        &self,
-        grace_secs: u64,
-        batch_max: u32,
-    ) -> Result<u64, StoreError> {
+impl crate::store::driver::Queue for PgStore {
+    async fn sweep(&self, grace_secs: u64, batch_max: u32) -> Result<u64, StoreError> {
         let mut tx = self.pool.begin().await?;
         let stranded: Vec<i64> = sqlx::query_scalar(
             "SELECT e.id FROM settlement_events e

@@ -10,6 +10,7 @@ pub(crate) mod roles;
 mod verify;
 
 use chrono::NaiveDate;
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -33,7 +34,13 @@ pub(super) struct PgStore {
 }
 
 impl PgStore {
-    pub(super) async fn connect(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+    pub(super) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+impl crate::store::driver::Connection for PgStore {
+    async fn connect(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
         let connect = PgConnectOptions::from_str(url)?.application_name("settle");
         let pool = PgPoolOptions::new()
             .max_connections(options.connections_max)
@@ -43,15 +50,11 @@ impl PgStore {
         Ok(Self { pool })
     }
 
-    pub(super) fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    pub(super) async fn close(&self) {
+    async fn close(&self) {
         self.pool.close().await;
     }
 
-    pub(super) async fn migrate(&self) -> Result<(), StoreError> {
+    async fn migrate(&self) -> Result<(), StoreError> {
         // One process migrates at a time; the others wait, then find nothing to do.
         let mut conn = self.pool.acquire().await?;
         sqlx::query("SELECT pg_advisory_lock(hashtext('settle.migrate'))")
@@ -62,7 +65,7 @@ impl PgStore {
         // from two sessions at once can fail).
         if result.is_ok() {
             result = match self.runtime_roles_exist().await {
-                Ok(true) => self.grant_roles(false).await,
+                Ok(true) => self.grant(false).await,
                 Ok(false) => Ok(()),
                 Err(error) => Err(error),
             };
@@ -75,7 +78,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn ready(&self) -> Result<(), StoreError> {
+    async fn ready(&self) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await?;
         super::schema_state(&applied(&mut conn).await?, &MIGRATOR, None, false)?;
         // A standby (or a database set read-only) answers reads and refuses every write.
@@ -89,7 +92,28 @@ impl PgStore {
         }
     }
 
-    pub(super) async fn load_run_counts(
+    async fn check_session_mode(&self, timeout: Duration) -> Result<(), StoreError> {
+        let channel = format!(
+            "settle_probe_{}",
+            ulid::Ulid::generate().to_string().to_lowercase()
+        );
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(&channel).await?;
+        sqlx::query("SELECT pg_notify($1, 'probe')")
+            .bind(&channel)
+            .execute(&self.pool)
+            .await?;
+        let heard = tokio::time::timeout(timeout, listener.recv()).await;
+        match heard {
+            Ok(Ok(notification)) if notification.channel() == channel => Ok(()),
+            Ok(Err(error)) => Err(error.into()),
+            _ => Err(StoreError::SessionStateLost),
+        }
+    }
+}
+
+impl crate::store::driver::Recording for PgStore {
+    async fn load_run_counts(
         &self,
         source: &str,
         prefix: &str,
@@ -109,10 +133,7 @@ impl PgStore {
         })
     }
 
-    pub(super) async fn external_id(
-        &self,
-        event_id: EventId,
-    ) -> Result<Option<String>, StoreError> {
+    async fn external_id(&self, event_id: EventId) -> Result<Option<String>, StoreError> {
         Ok(
             sqlx::query_scalar("SELECT external_id FROM settlement_events WHERE id = $1")
                 .bind(event_id.get())
@@ -121,11 +142,39 @@ impl PgStore {
         )
     }
 
-    pub(super) async fn feed_cursor(
+    async fn record(&self, events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        if let [event] = events {
+            // One statement inserts the event and its job: it is its own transaction, and
+            // `fetch_all` returns only after the server's ReadyForQuery, i.e. after COMMIT.
+            return Ok(vec![record_one(&mut conn, event).await?]);
+        }
+        let mut tx = conn.begin().await?;
+        // In key order (bytes, as collation "C" orders them), as group statements insert
+        // theirs: no two writers wait in a cycle.
+        let mut order: Vec<usize> = (0..events.len()).collect();
+        order.sort_by_key(|&i| (events[i].source.as_str(), events[i].external_id.as_str()));
+        let mut outcomes = vec![None; events.len()];
+        for i in order {
+            outcomes[i] = Some(record_one(&mut tx, &events[i]).await?);
+        }
+        tx.commit().await?;
+        Ok(outcomes.into_iter().flatten().collect())
+    }
+
+    async fn record_new(
         &self,
-        source: &str,
-        account: &str,
-    ) -> Result<Option<i64>, StoreError> {
+        events: &[&NewEvent],
+        lock_timeout_ms: u64,
+    ) -> Result<Vec<Option<EventId>>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        // One statement: its own transaction, committed when `fetch_all` returns.
+        insert_new(&mut conn, events, Some(lock_timeout_ms)).await
+    }
+}
+
+impl crate::store::driver::FeedRows for PgStore {
+    async fn feed_cursor(&self, source: &str, account: &str) -> Result<Option<i64>, StoreError> {
         Ok(
             sqlx::query_scalar("SELECT seq FROM feed_cursors WHERE source = $1 AND account = $2")
                 .bind(source)
@@ -135,7 +184,7 @@ impl PgStore {
         )
     }
 
-    pub(super) async fn advance_feed_cursor(
+    async fn advance_feed_cursor(
         &self,
         source: &str,
         account: &str,
@@ -170,7 +219,7 @@ impl PgStore {
         Ok(moved.rows_affected() == 1)
     }
 
-    pub(super) async fn request_opening(
+    async fn request_opening(
         &self,
         source: &str,
         since: NaiveDate,
@@ -187,10 +236,7 @@ impl PgStore {
         Ok(since.flatten())
     }
 
-    pub(super) async fn opening_requested(
-        &self,
-        source: &str,
-    ) -> Result<Option<NaiveDate>, StoreError> {
+    async fn opening_requested(&self, source: &str) -> Result<Option<NaiveDate>, StoreError> {
         let since: Option<Option<NaiveDate>> = sqlx::query_scalar(
             "SELECT opening_since FROM feed_cursors WHERE source = $1 AND account = ''",
         )
@@ -200,7 +246,7 @@ impl PgStore {
         Ok(since.flatten())
     }
 
-    pub(super) async fn booked(
+    async fn booked(
         &self,
         keys: &[String],
         account: &str,
@@ -219,7 +265,7 @@ impl PgStore {
         .await?)
     }
 
-    pub(super) async fn booked_between(
+    async fn booked_between(
         &self,
         source: &str,
         account: &str,
@@ -241,7 +287,7 @@ impl PgStore {
         .await?)
     }
 
-    pub(super) async fn newest_delivery(
+    async fn newest_delivery(
         &self,
         source: &str,
         after: EventId,
@@ -259,57 +305,25 @@ impl PgStore {
         .await?)
     }
 
-    pub(super) async fn check_session_mode(&self, timeout: Duration) -> Result<(), StoreError> {
-        let channel = format!(
-            "settle_probe_{}",
-            ulid::Ulid::generate().to_string().to_lowercase()
-        );
-        let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen(&channel).await?;
-        sqlx::query("SELECT pg_notify($1, 'probe')")
-            .bind(&channel)
-            .execute(&self.pool)
-            .await?;
-        let heard = tokio::time::timeout(timeout, listener.recv()).await;
-        match heard {
-            Ok(Ok(notification)) if notification.channel() == channel => Ok(()),
-            Ok(Err(error)) => Err(error.into()),
-            _ => Err(StoreError::SessionStateLost),
-        }
-    }
-
-    pub(super) async fn record(&self, events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        if let [event] = events {
-            // One statement inserts the event and its job: it is its own transaction, and
-            // `fetch_all` returns only after the server's ReadyForQuery, i.e. after COMMIT.
-            return Ok(vec![record_one(&mut conn, event).await?]);
-        }
-        let mut tx = conn.begin().await?;
-        // In key order (bytes, as collation "C" orders them), as group statements insert
-        // theirs: no two writers wait in a cycle.
-        let mut order: Vec<usize> = (0..events.len()).collect();
-        order.sort_by_key(|&i| (events[i].source.as_str(), events[i].external_id.as_str()));
-        let mut outcomes = vec![None; events.len()];
-        for i in order {
-            outcomes[i] = Some(record_one(&mut tx, &events[i]).await?);
-        }
-        tx.commit().await?;
-        Ok(outcomes.into_iter().flatten().collect())
-    }
-
-    pub(super) async fn record_new(
+    /// The source and stored facts of each event (`None` for an event recorded invalid).
+    async fn facts_of(
         &self,
-        events: &[&NewEvent],
-        lock_timeout_ms: u64,
-    ) -> Result<Vec<Option<EventId>>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        // One statement: its own transaction, committed when `fetch_all` returns.
-        insert_new(&mut conn, events, Some(lock_timeout_ms)).await
+        events: &[crate::ids::EventId],
+    ) -> Result<HashMap<i64, (String, Option<serde_json::Value>)>, StoreError> {
+        let ids: Vec<i64> = events.iter().map(|e| e.get()).collect();
+        let rows: Vec<(i64, String, Option<serde_json::Value>)> =
+            sqlx::query_as("SELECT id, source, facts FROM settlement_events WHERE id = ANY($1)")
+                .bind(&ids)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, source, facts)| (id, (source, facts)))
+            .collect())
     }
 }
 
-impl super::backend::Backend for PgStore {
+impl super::transactions::Transactions for PgStore {
     type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
 
     async fn begin_write(&self) -> Result<Self::Tx, StoreError> {

@@ -15,8 +15,12 @@ use crate::store::movements::Existing;
 use crate::store::post::{Mark, Tie, source_of};
 use crate::store::{STATEMENT_BYTES_MAX, StoreError, split_by_bytes};
 
-impl PgStore {
-    pub(in crate::store) async fn keep_worker_alive(&self, name: &str) -> Result<(), StoreError> {
+impl crate::store::driver::Fleet for PgStore {
+    async fn grant_roles(&self) -> Result<(), StoreError> {
+        self.grant(true).await
+    }
+
+    async fn keep_worker_alive(&self, name: &str) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE apalis.workers SET last_seen = now() WHERE id = $1 AND worker_type = $2",
         )
@@ -27,7 +31,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(in crate::store) async fn live_workers(
+    async fn live_workers(
         &self,
         window: std::time::Duration,
         own_prefix: &str,
@@ -43,23 +47,6 @@ impl PgStore {
         .fetch_one(&self.pool)
         .await?;
         Ok(u32::try_from(others).unwrap_or(u32::MAX).saturating_add(1))
-    }
-
-    /// The source and stored facts of each event (`None` for an event recorded invalid).
-    pub(in crate::store) async fn facts_of(
-        &self,
-        events: &[crate::ids::EventId],
-    ) -> Result<HashMap<i64, (String, Option<serde_json::Value>)>, StoreError> {
-        let ids: Vec<i64> = events.iter().map(|e| e.get()).collect();
-        let rows: Vec<(i64, String, Option<serde_json::Value>)> =
-            sqlx::query_as("SELECT id, source, facts FROM settlement_events WHERE id = ANY($1)")
-                .bind(&ids)
-                .fetch_all(&self.pool)
-                .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, source, facts)| (id, (source, facts)))
-            .collect())
     }
 }
 

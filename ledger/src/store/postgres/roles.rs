@@ -77,7 +77,7 @@ const GRANTS: &[&str] = &[
 impl PgStore {
     /// Creates the runtime roles when `create` (those missing), then grants each what it may
     /// do, in one transaction.
-    pub(in crate::store) async fn grant_roles(&self, create: bool) -> Result<(), StoreError> {
+    pub(in crate::store) async fn grant(&self, create: bool) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         if create {
             sqlx::query(CREATE).execute(&mut *tx).await?;

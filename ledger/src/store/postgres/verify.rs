@@ -2,11 +2,12 @@
 
 use super::PgStore;
 use crate::job::POST_SETTLEMENT_QUEUE;
+use crate::store::driver::DayCounts;
 use crate::store::verify::CHECKS;
 use crate::store::{Check, Gauges, StoreError};
 
-impl PgStore {
-    pub(in crate::store) async fn verify(&self) -> Result<Vec<Check>, StoreError> {
+impl crate::store::driver::Health for PgStore {
+    async fn verify(&self) -> Result<Vec<Check>, StoreError> {
         let mut checks = Vec::with_capacity(CHECKS.len());
         for check in CHECKS {
             let started = std::time::Instant::now();
@@ -17,10 +18,8 @@ impl PgStore {
         }
         Ok(checks)
     }
-}
 
-impl PgStore {
-    pub(in crate::store) async fn gauges(&self) -> Result<Gauges, StoreError> {
+    async fn gauges(&self) -> Result<Gauges, StoreError> {
         let (queue_depth, oldest_pending_age_secs, open_conflicts): (i64, i64, i64) = sqlx::query_as(
             "SELECT
                  (SELECT count(*) FROM apalis.jobs WHERE job_type = $1
@@ -61,13 +60,9 @@ impl PgStore {
             suspense,
         })
     }
-}
 
-type DayCounts = Vec<(String, i64)>;
-
-impl PgStore {
     /// Events received and entries written per UTC day since `since`.
-    pub(in crate::store) async fn activity(
+    async fn activity(
         &self,
         since: chrono::NaiveDate,
     ) -> Result<(DayCounts, DayCounts), StoreError> {

@@ -15,8 +15,9 @@ use crate::finance::{
     balance_effect, exact, next_hour, reconcile,
 };
 use crate::store::StoreError;
+use crate::store::driver::{FinanceReads, FinanceRows};
 
-impl SqliteStore {
+impl crate::store::driver::FinanceRows for SqliteStore {
     async fn attach_lines(&self, entries: &mut [EntryView]) -> Result<(), StoreError> {
         let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
         let ids = serde_json::to_string(&ids).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -42,10 +43,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(in crate::store) async fn balances(
-        &self,
-        query: BalanceQuery,
-    ) -> Result<Vec<BalanceRow>, StoreError> {
+    async fn balances(&self, query: BalanceQuery) -> Result<Vec<BalanceRow>, StoreError> {
         // From the balances kept by day, less (as recorded at a moment) the rows kept for the
         // hours after the moment's hour and the lines recorded after it within its hour, found
         // by their recording time: one statement, one snapshot.
@@ -82,11 +80,11 @@ impl SqliteStore {
     }
 
     /// Nothing to fold: one writer at a time keeps a row per account, currency and day.
-    pub(in crate::store) async fn compact_balances(&self) -> Result<u64, StoreError> {
+    async fn compact_balances(&self) -> Result<u64, StoreError> {
         Ok(0)
     }
 
-    pub(in crate::store) async fn open_receivables(
+    async fn open_receivables(
         &self,
         accounts: &[String],
         since_on_or_before: NaiveDate,
@@ -147,17 +145,6 @@ crate::store::search::event_search!(
 );
 
 impl crate::store::corrections::CorrectionRows for SqliteStore {
-    async fn entry_for_correction(&self, id: i64) -> Result<Option<EntryView>, StoreError> {
-        self.entry(id).await
-    }
-
-    async fn correction_of(
-        &self,
-        entry_id: i64,
-    ) -> Result<Option<(i64, String, String, i64, Option<i64>)>, StoreError> {
-        self.correction_of_entry(entry_id).await
-    }
-
     /// Under the write lock: `None` when its key is taken or its original already reversed.
     async fn write_entry(
         tx: &mut Self::Tx,

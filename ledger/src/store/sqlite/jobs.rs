@@ -18,24 +18,8 @@ use crate::store::start::StartRows;
 
 const DIED: &str = "the worker stopped before finishing this attempt (its lease expired)";
 
-impl SqliteStore {
-    pub(in crate::store) async fn retry_later(
-        &self,
-        job_id: &str,
-        worker: &str,
-        delay_ms: u64,
-    ) -> Result<(), StoreError> {
-        let mut tx = self.write().await?;
-        retry_later(&mut tx, job_id, worker, delay_ms).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub(in crate::store) async fn sweep(
-        &self,
-        grace_secs: u64,
-        batch_max: u32,
-    ) -> Result<u64, StoreError> {
+impl crate::store::driver::Queue for SqliteStore {
+    async fn sweep(&self, grace_secs: u64, batch_max: u32) -> Result<u64, StoreError> {
         let mut tx = self.write().await?;
         let cutoff =
             now() - chrono::Duration::seconds(i64::try_from(grace_secs).unwrap_or(i64::MAX / 2));

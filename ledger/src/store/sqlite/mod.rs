@@ -13,6 +13,7 @@ mod review;
 mod verify;
 use chrono::NaiveDate;
 
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,7 +65,7 @@ impl std::ops::DerefMut for Write {
     }
 }
 
-impl super::backend::Backend for SqliteStore {
+impl super::transactions::Transactions for SqliteStore {
     type Tx = Write;
 
     async fn begin_write(&self) -> Result<Self::Tx, StoreError> {
@@ -95,7 +96,37 @@ fn now() -> DateTime<Utc> {
 }
 
 impl SqliteStore {
-    pub(super) async fn connect(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+    pub(super) fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    pub(super) fn jobs_inserted(&self) -> Arc<Notify> {
+        self.jobs_inserted.clone()
+    }
+
+    /// A writing transaction: the write lock is taken now, not at the first write, so two
+    /// writers never deadlock upgrading their locks; this process' writers queue for it in
+    /// order (waiting at most the busy timeout).
+    async fn write(&self) -> Result<Write, StoreError> {
+        let turn = tokio::time::timeout(BUSY_TIMEOUT, self.turn.clone().lock_owned())
+            .await
+            .map_err(|_| StoreError::Unavailable(sqlx::Error::PoolTimedOut))?;
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        Ok(Write { tx, _turn: turn })
+    }
+
+    /// The versions `_sqlx_migrations` lists as applied, the queue's and settle's.
+    async fn applied(&self) -> Result<Vec<i64>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+}
+
+impl crate::store::driver::Connection for SqliteStore {
+    async fn connect(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
         let connect = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -114,30 +145,11 @@ impl SqliteStore {
         })
     }
 
-    pub(super) fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    pub(super) fn jobs_inserted(&self) -> Arc<Notify> {
-        self.jobs_inserted.clone()
-    }
-
-    pub(super) async fn close(&self) {
+    async fn close(&self) {
         self.pool.close().await;
     }
 
-    /// A writing transaction: the write lock is taken now, not at the first write, so two
-    /// writers never deadlock upgrading their locks; this process' writers queue for it in
-    /// order (waiting at most the busy timeout).
-    async fn write(&self) -> Result<Write, StoreError> {
-        let turn = tokio::time::timeout(BUSY_TIMEOUT, self.turn.clone().lock_owned())
-            .await
-            .map_err(|_| StoreError::Unavailable(sqlx::Error::PoolTimedOut))?;
-        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        Ok(Write { tx, _turn: turn })
-    }
-
-    pub(super) async fn migrate(&self) -> Result<(), StoreError> {
+    async fn migrate(&self) -> Result<(), StoreError> {
         // Both migrators share `_sqlx_migrations` on SQLite; each ignores the other's rows.
         let mut queue = apalis_sqlite::SqliteStorage::migrations();
         queue.set_ignore_missing(true);
@@ -149,26 +161,19 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(super) async fn ready(&self) -> Result<(), StoreError> {
+    async fn ready(&self) -> Result<(), StoreError> {
         let queue = apalis_sqlite::SqliteStorage::migrations();
         super::schema_state(&self.applied().await?, &MIGRATOR, Some(&queue), false)
     }
 
-    /// The versions `_sqlx_migrations` lists as applied, the queue's and settle's.
-    async fn applied(&self) -> Result<Vec<i64>, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
-                .fetch_all(&self.pool)
-                .await?,
-        )
-    }
-
     /// One process owns the file and workers are woken in-process: no session state to check.
-    pub(super) async fn check_session_mode(&self, _timeout: Duration) -> Result<(), StoreError> {
+    async fn check_session_mode(&self, _timeout: Duration) -> Result<(), StoreError> {
         Ok(())
     }
+}
 
-    pub(super) async fn load_run_counts(
+impl crate::store::driver::Recording for SqliteStore {
+    async fn load_run_counts(
         &self,
         source: &str,
         prefix: &str,
@@ -188,10 +193,7 @@ impl SqliteStore {
         })
     }
 
-    pub(super) async fn external_id(
-        &self,
-        event_id: EventId,
-    ) -> Result<Option<String>, StoreError> {
+    async fn external_id(&self, event_id: EventId) -> Result<Option<String>, StoreError> {
         Ok(
             sqlx::query_scalar("SELECT external_id FROM settlement_events WHERE id = ?1")
                 .bind(event_id.get())
@@ -200,11 +202,40 @@ impl SqliteStore {
         )
     }
 
-    pub(super) async fn feed_cursor(
+    async fn record(&self, events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
+        let mut tx = self.write().await?;
+        let mut outcomes = Vec::with_capacity(events.len());
+        for event in events {
+            outcomes.push(record_one(&mut tx, event).await?);
+        }
+        tx.commit().await?;
+        if outcomes.iter().any(|o| matches!(o, Recorded::New(_))) {
+            self.jobs_inserted.notify_waiters();
+        }
+        Ok(outcomes)
+    }
+
+    /// Every event whose key is free, with its job, in one write transaction (one commit).
+    async fn record_new(
         &self,
-        source: &str,
-        account: &str,
-    ) -> Result<Option<i64>, StoreError> {
+        events: &[&NewEvent],
+        _lock_timeout_ms: u64,
+    ) -> Result<Vec<Option<EventId>>, StoreError> {
+        let mut tx = self.write().await?;
+        let mut inserted = Vec::with_capacity(events.len());
+        for event in events {
+            inserted.push(insert_new(&mut tx, event).await?);
+        }
+        tx.commit().await?;
+        if inserted.iter().any(Option::is_some) {
+            self.jobs_inserted.notify_waiters();
+        }
+        Ok(inserted)
+    }
+}
+
+impl crate::store::driver::FeedRows for SqliteStore {
+    async fn feed_cursor(&self, source: &str, account: &str) -> Result<Option<i64>, StoreError> {
         Ok(
             sqlx::query_scalar("SELECT seq FROM feed_cursors WHERE source = ?1 AND account = ?2")
                 .bind(source)
@@ -214,7 +245,7 @@ impl SqliteStore {
         )
     }
 
-    pub(super) async fn advance_feed_cursor(
+    async fn advance_feed_cursor(
         &self,
         source: &str,
         account: &str,
@@ -249,7 +280,7 @@ impl SqliteStore {
         Ok(moved.rows_affected() == 1)
     }
 
-    pub(super) async fn request_opening(
+    async fn request_opening(
         &self,
         source: &str,
         since: NaiveDate,
@@ -268,10 +299,7 @@ impl SqliteStore {
         Ok(since.flatten())
     }
 
-    pub(super) async fn opening_requested(
-        &self,
-        source: &str,
-    ) -> Result<Option<NaiveDate>, StoreError> {
+    async fn opening_requested(&self, source: &str) -> Result<Option<NaiveDate>, StoreError> {
         let since: Option<Option<NaiveDate>> = sqlx::query_scalar(
             "SELECT opening_since FROM feed_cursors WHERE source = ?1 AND account = ''",
         )
@@ -281,7 +309,7 @@ impl SqliteStore {
         Ok(since.flatten())
     }
 
-    pub(super) async fn booked(
+    async fn booked(
         &self,
         keys: &[String],
         account: &str,
@@ -301,7 +329,7 @@ impl SqliteStore {
         .await?)
     }
 
-    pub(super) async fn booked_between(
+    async fn booked_between(
         &self,
         source: &str,
         account: &str,
@@ -323,7 +351,7 @@ impl SqliteStore {
         .await?)
     }
 
-    pub(super) async fn newest_delivery(
+    async fn newest_delivery(
         &self,
         source: &str,
         after: EventId,
@@ -341,35 +369,22 @@ impl SqliteStore {
         .await?)
     }
 
-    pub(super) async fn record(&self, events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
-        let mut tx = self.write().await?;
-        let mut outcomes = Vec::with_capacity(events.len());
-        for event in events {
-            outcomes.push(record_one(&mut tx, event).await?);
-        }
-        tx.commit().await?;
-        if outcomes.iter().any(|o| matches!(o, Recorded::New(_))) {
-            self.jobs_inserted.notify_waiters();
-        }
-        Ok(outcomes)
-    }
-
-    /// Every event whose key is free, with its job, in one write transaction (one commit).
-    pub(super) async fn record_new(
+    /// The source and stored facts of each event (`None` for an event recorded invalid).
+    async fn facts_of(
         &self,
-        events: &[&NewEvent],
-        _lock_timeout_ms: u64,
-    ) -> Result<Vec<Option<EventId>>, StoreError> {
-        let mut tx = self.write().await?;
-        let mut inserted = Vec::with_capacity(events.len());
-        for event in events {
-            inserted.push(insert_new(&mut tx, event).await?);
-        }
-        tx.commit().await?;
-        if inserted.iter().any(Option::is_some) {
-            self.jobs_inserted.notify_waiters();
-        }
-        Ok(inserted)
+        events: &[crate::ids::EventId],
+    ) -> Result<HashMap<i64, (String, Option<serde_json::Value>)>, StoreError> {
+        let ids: Vec<i64> = events.iter().map(|e| e.get()).collect();
+        let rows: Vec<(i64, String, Option<serde_json::Value>)> = sqlx::query_as(
+            "SELECT id, source, facts FROM settlement_events WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(serde_json::to_string(&ids).unwrap_or_default())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, source, facts)| (id, (source, facts)))
+            .collect())
     }
 }
 

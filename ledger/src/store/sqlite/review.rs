@@ -16,6 +16,7 @@ use crate::state::EventStatus;
 use crate::state::{StateMachine, Transition};
 use crate::store::StoreError;
 use crate::store::decide::DecisionRows;
+use crate::store::driver::Retention;
 
 use crate::store::rows::{CONFLICT_COLUMNS, DEAD_LETTER_COLUMNS, EVENT_COLUMNS};
 

@@ -1,3 +1,6 @@
+use std::collections::HashSet;
+
+use ledger::PayoutId;
 use serde_json::json;
 
 use super::*;
