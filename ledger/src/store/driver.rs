@@ -82,6 +82,8 @@ impl<T> Driver for T where
 
 #[cfg(test)]
 mod skeleton;
+#[cfg(test)]
+mod suite;
 
 /// Opens a backend at `url`: the one place a backend type is named as a driver, so one that
 /// lacks a part of the contract does not compile.
