@@ -22,7 +22,6 @@ impl Transactions for Skeleton {
     async fn begin_write(&self) -> Result<Self::Tx, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn commit(&self, _tx: Self::Tx) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
@@ -39,7 +38,6 @@ impl StartRows for Skeleton {
     ) -> Result<AttemptStart, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn start_group(
         &self,
         _starts: &[(JobRef, String)],
@@ -54,33 +52,27 @@ impl PostingRows for Skeleton {
     async fn begin_posting(&self, _lock_timeout_ms: u64) -> Result<Self::Tx, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn lock_events(_tx: &mut Self::Tx, _ids: &[i64]) -> Result<Vec<EventRow>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn share_events(_tx: &mut Self::Tx, _ids: &[i64]) -> Result<Vec<EventRow>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn entry_by_key(
         _tx: &mut Self::Tx,
         _key: &str,
     ) -> Result<Option<(i64, String)>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn reversing_key(
         _tx: &mut Self::Tx,
         _entry_id: i64,
     ) -> Result<Option<String>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn entry_lines(_tx: &mut Self::Tx, _entry_id: i64) -> Result<Vec<Line>, PostError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn insert_postings(
         _tx: &mut Self::Tx,
         _postings: &[Posting<'_>],
@@ -88,7 +80,6 @@ impl PostingRows for Skeleton {
     ) -> Result<HashMap<i64, i64>, PostError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn mark_posted(
         _tx: &mut Self::Tx,
         _marks: &[Mark<'_>],
@@ -96,25 +87,21 @@ impl PostingRows for Skeleton {
     ) -> Result<u64, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn complete_job(_tx: &mut Self::Tx, _job_id: &str) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn existing_entries(
         _tx: &mut Self::Tx,
         _keys: &[&str],
     ) -> Result<HashMap<String, Existing>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn insert_movement_entries(
         _tx: &mut Self::Tx,
         _to_write: &[(i64, &MovementEntry)],
     ) -> Result<HashMap<String, i64>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn tie_entries(_tx: &mut Self::Tx, _ties: &[Tie<'_>]) -> Result<u64, StoreError> {
         unimplemented!("a skeleton backend")
     }
@@ -130,7 +117,6 @@ impl FailureRows for Skeleton {
     ) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn retry_later(
         _tx: &mut Self::Tx,
         _job_id: &str,
@@ -139,21 +125,18 @@ impl FailureRows for Skeleton {
     ) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn event_state(
         _tx: &mut Self::Tx,
         _event_id: EventId,
     ) -> Result<Option<(EventStatus, String)>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn recorded_event_of_job(
         _tx: &mut Self::Tx,
         _job_id: &str,
     ) -> Result<Option<EventId>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn abandon(
         _tx: &mut Self::Tx,
         _job: &JobRef,
@@ -163,7 +146,6 @@ impl FailureRows for Skeleton {
     ) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn kill_job(_tx: &mut Self::Tx, _job_id: &str) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
@@ -176,14 +158,12 @@ impl DecisionRows for Skeleton {
     ) -> Result<Option<(String, i64)>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn open_dead_letter_of(
         _tx: &mut Self::Tx,
         _event_id: i64,
     ) -> Result<Option<i64>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn set_event_status(
         _tx: &mut Self::Tx,
         _event_id: i64,
@@ -191,11 +171,9 @@ impl DecisionRows for Skeleton {
     ) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn give_fresh_job(_tx: &mut Self::Tx, _event_id: i64) -> Result<String, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn write_dead_letter(
         _tx: &mut Self::Tx,
         _id: i64,
@@ -205,14 +183,12 @@ impl DecisionRows for Skeleton {
     ) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn lock_conflict(
         _tx: &mut Self::Tx,
         _id: i64,
     ) -> Result<Option<(String, i64)>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn write_conflict(
         _tx: &mut Self::Tx,
         _id: i64,
@@ -221,7 +197,6 @@ impl DecisionRows for Skeleton {
     ) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn audit(
         _tx: &mut Self::Tx,
         _decision: &Decision,
@@ -241,7 +216,6 @@ impl CorrectionRows for Skeleton {
     ) -> Result<Option<i64>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn record_correction(
         _tx: &mut Self::Tx,
         _entry_id: i64,
@@ -259,19 +233,15 @@ impl Connection for Skeleton {
             "a skeleton backend connects nowhere",
         ))
     }
-
     async fn close(&self) {
         unimplemented!("a skeleton backend")
     }
-
     async fn migrate(&self) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn ready(&self) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn check_session_mode(&self, _timeout: Duration) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
@@ -285,15 +255,12 @@ impl Recording for Skeleton {
     ) -> Result<LoadRunCounts, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn external_id(&self, _event_id: EventId) -> Result<Option<String>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn record(&self, _events: &[NewEvent]) -> Result<Vec<Recorded>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn record_new(
         &self,
         _events: &[&NewEvent],
@@ -307,7 +274,6 @@ impl FeedRows for Skeleton {
     async fn feed_cursor(&self, _source: &str, _account: &str) -> Result<Option<i64>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn advance_feed_cursor(
         &self,
         _source: &str,
@@ -317,7 +283,6 @@ impl FeedRows for Skeleton {
     ) -> Result<bool, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn request_opening(
         &self,
         _source: &str,
@@ -325,11 +290,9 @@ impl FeedRows for Skeleton {
     ) -> Result<Option<NaiveDate>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn opening_requested(&self, _source: &str) -> Result<Option<NaiveDate>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn booked(
         &self,
         _keys: &[String],
@@ -338,7 +301,6 @@ impl FeedRows for Skeleton {
     ) -> Result<Vec<(String, String)>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn booked_between(
         &self,
         _source: &str,
@@ -348,7 +310,6 @@ impl FeedRows for Skeleton {
     ) -> Result<Vec<(String, String)>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn newest_delivery(
         &self,
         _source: &str,
@@ -356,7 +317,6 @@ impl FeedRows for Skeleton {
     ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn facts_of(
         &self,
         _events: &[crate::ids::EventId],
@@ -375,11 +335,9 @@ impl Health for Skeleton {
     async fn verify(&self) -> Result<Vec<Check>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn gauges(&self) -> Result<Gauges, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn activity(
         &self,
         _since: chrono::NaiveDate,
@@ -392,15 +350,12 @@ impl FinanceRows for Skeleton {
     async fn attach_lines(&self, _entries: &mut [EntryView]) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn balances(&self, _query: BalanceQuery) -> Result<Vec<BalanceRow>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn compact_balances(&self) -> Result<u64, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn open_receivables(
         &self,
         _accounts: &[String],
@@ -415,11 +370,9 @@ impl Fleet for Skeleton {
     async fn grant_roles(&self) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn keep_worker_alive(&self, _name: &str) -> Result<(), StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn live_workers(
         &self,
         _window: std::time::Duration,
@@ -433,7 +386,6 @@ impl ReviewReads for Skeleton {
     async fn event(&self, _id: EventId) -> Result<Option<EventView>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn event_by_key(
         &self,
         _source: &str,
@@ -441,7 +393,6 @@ impl ReviewReads for Skeleton {
     ) -> Result<Option<EventView>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn dead_letters(
         &self,
         _filter: &DeadLetterFilter,
@@ -449,11 +400,9 @@ impl ReviewReads for Skeleton {
     ) -> Result<Page<DeadLetterSummary>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn dead_letter(&self, _id: i64) -> Result<Option<DeadLetterDetail>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn conflicts(
         &self,
         _state: Option<&str>,
@@ -461,11 +410,9 @@ impl ReviewReads for Skeleton {
     ) -> Result<Page<ConflictView>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn conflict(&self, _id: i64) -> Result<Option<ConflictDetail>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn event_detail(
         &self,
         _id: EventId,
@@ -483,22 +430,18 @@ impl FinanceReads for Skeleton {
     ) -> Result<JournalPage, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn entry(&self, _id: i64) -> Result<Option<EntryView>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn correction_of_entry(
         &self,
         _entry_id: i64,
     ) -> Result<Option<crate::store::corrections::PastCorrection>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn reconciliation(&self, _payout_id: &str) -> Result<Option<Reconciliation>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn payouts(
         &self,
         _after: Option<&str>,
@@ -506,7 +449,6 @@ impl FinanceReads for Skeleton {
     ) -> Result<Vec<PayoutSummary>, StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn payout_summaries_differing(&self) -> Result<Vec<String>, StoreError> {
         unimplemented!("a skeleton backend")
     }
@@ -519,7 +461,6 @@ impl Sessions for Skeleton {
     ) -> Result<(), crate::store::StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn session(
         &self,
         _id_sha256: &str,
@@ -527,11 +468,9 @@ impl Sessions for Skeleton {
     ) -> Result<Option<crate::store::sessions::StoredSession>, crate::store::StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn close_session(&self, _id_sha256: &str) -> Result<bool, crate::store::StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn close_sessions_of(&self, _actor: &str) -> Result<u64, crate::store::StoreError> {
         unimplemented!("a skeleton backend")
     }
@@ -546,7 +485,6 @@ impl Retention for Skeleton {
     ) -> Result<crate::store::retention::PruneLine, crate::store::StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn erase_payload(
         &self,
         _event_id: i64,
@@ -554,7 +492,6 @@ impl Retention for Skeleton {
     ) -> Result<crate::review::Decided, crate::review::DecisionError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn payload_erasure(
         &self,
         _id: i64,
@@ -571,7 +508,6 @@ impl Pauses for Skeleton {
     ) -> Result<crate::store::pauses::PauseChange, crate::review::DecisionError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn resume_source(
         &self,
         _source: &str,
@@ -579,7 +515,6 @@ impl Pauses for Skeleton {
     ) -> Result<crate::store::pauses::PauseChange, crate::review::DecisionError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn source_pauses(
         &self,
         _in_force_only: bool,
@@ -597,7 +532,6 @@ impl EventSearch for Skeleton {
     ) -> Result<crate::review::Page<crate::review::EventSummary>, crate::store::StoreError> {
         unimplemented!("a skeleton backend")
     }
-
     async fn search_plan(
         &self,
         _filter: &crate::review::EventFilter,
