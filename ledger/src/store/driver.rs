@@ -5,7 +5,8 @@
 //! `retention_rows!`, `pause_rows!` and `event_search!`; the flows written once over row
 //! primitives have theirs (`StartRows`, `PostingRows`, `FailureRows`, `DecisionRows`,
 //! `CorrectionRows`, over `Transactions`). A backend that lacks a method does not compile: see
-//! `skeleton`, a backend of `todo!()`s the compiler holds to the contract.
+//! `skeleton`, a backend of `unimplemented!()`s the compiler holds to the contract, and `suite`,
+//! the checks each backend passes.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -91,6 +92,7 @@ pub(super) async fn open<D: Driver>(url: &str, options: &StoreOptions) -> Result
     D::connect(url, options).await
 }
 
+/// Opening, closing and migrating a store, and whether it can serve.
 pub(super) trait Connection: Sized {
     /// Connects lazily-checked: the pool is built and one connection is opened to prove the URL.
     async fn connect(url: &str, options: &StoreOptions) -> Result<Self, StoreError>;
@@ -111,6 +113,7 @@ pub(super) trait Connection: Sized {
     async fn check_session_mode(&self, timeout: Duration) -> Result<(), StoreError>;
 }
 
+/// Recording deliveries: each event once by its natural key, with its job.
 pub(super) trait Recording {
     /// What a load run left in the store: its events (those of `source` whose external id
     /// starts with `prefix`, as load runs name theirs) and how many of them have a conflict kept.
@@ -142,6 +145,8 @@ pub(super) trait Recording {
     ) -> Result<Vec<Option<EventId>>, StoreError>;
 }
 
+/// What the feeds keep and read: each source's (and account's) cursor, its opening balance
+/// request, what the books hold of a provider's list.
 pub(super) trait FeedRows {
     /// The newest window of `source`'s own feed (its `seq`), if it has opened one (see
     /// [`crate::feed`]).
@@ -206,12 +211,14 @@ pub(super) trait FeedRows {
     ) -> Result<HashMap<i64, (String, Option<serde_json::Value>)>, StoreError>;
 }
 
+/// The job queue's upkeep.
 pub(super) trait Queue {
     /// Gives events left `recorded` without a live job (older than `grace_secs`) a fresh job.
     /// Safe to run from every process at once. Returns how many were re-enqueued.
     async fn sweep(&self, grace_secs: u64, batch_max: u32) -> Result<u64, StoreError>;
 }
 
+/// The invariants checked against what is stored, and the gauges.
 pub(super) trait Health {
     /// Checks the invariants (ARCHITECTURE.md, Invariants) against what is stored.
     async fn verify(&self) -> Result<Vec<Check>, StoreError>;
@@ -226,6 +233,8 @@ pub(super) trait Health {
     ) -> Result<(DayCounts, DayCounts), StoreError>;
 }
 
+/// The finance reads each backend sums its own way (PostgreSQL's `NUMERIC`, SQLite's minor
+/// units), and folding the sums kept.
 pub(super) trait FinanceRows {
     /// Fills each entry's lines, in line order (one read for all of them).
     async fn attach_lines(&self, entries: &mut [EntryView]) -> Result<(), StoreError>;
@@ -252,6 +261,8 @@ pub(super) trait FinanceRows {
     ) -> Result<Vec<OpenReceivable>, StoreError>;
 }
 
+/// What a fleet of processes needs of its database (a backend of one process and one user
+/// answers for itself).
 pub(super) trait Fleet {
     /// Creates the runtime roles of a fleet (those missing) and grants each what it may do; a
     /// backend with one user (SQLite: its file's owner) answers `Unsupported`.
@@ -272,6 +283,7 @@ pub(super) trait Fleet {
     ) -> Result<u32, StoreError>;
 }
 
+/// The reads of events, dead letters and conflicts (`review_reads!`).
 pub(super) trait ReviewReads {
     /// One event.
     async fn event(&self, id: EventId) -> Result<Option<EventView>, StoreError>;
@@ -310,6 +322,7 @@ pub(super) trait ReviewReads {
     ) -> Result<Option<crate::review::EventDetail>, StoreError>;
 }
 
+/// The journal, an entry, payout reconciliation and the payouts listing (`finance_reads!`).
 pub(super) trait FinanceReads {
     /// The journal in (effective date, id) order after `after`, at most `limit` entries, each
     /// with its lines.
@@ -345,6 +358,7 @@ pub(super) trait FinanceReads {
     async fn payout_summaries_differing(&self) -> Result<Vec<String>, StoreError>;
 }
 
+/// Dashboard sessions (`session_rows!`).
 pub(super) trait Sessions {
     /// Inserts the session, and removes the ones expired by `now`.
     async fn open_session(
@@ -366,6 +380,7 @@ pub(super) trait Sessions {
     async fn close_sessions_of(&self, actor: &str) -> Result<u64, crate::store::StoreError>;
 }
 
+/// Payload expiry and erasure (`retention_rows!`).
 pub(super) trait Retention {
     /// Counts what the rule would expire, or (not a dry run) expires it under one
     /// erasure by `actor`, in batches.
@@ -391,6 +406,7 @@ pub(super) trait Retention {
     ) -> Result<Option<crate::store::retention::PayloadErasure>, crate::store::StoreError>;
 }
 
+/// Pausing and resuming a source (`pause_rows!`).
 pub(super) trait Pauses {
     /// Pauses `source` (already paused: nothing written).
     async fn pause_source(
@@ -414,6 +430,7 @@ pub(super) trait Pauses {
     ) -> Result<Vec<crate::store::pauses::SourcePause>, crate::store::StoreError>;
 }
 
+/// Event search (`event_search!`).
 pub(super) trait EventSearch {
     /// Events matching `filter`, newest first, a page after `page.cursor` (an id).
     async fn search_events(
