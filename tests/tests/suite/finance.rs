@@ -578,9 +578,10 @@ async fn balances_as_recorded_at_any_moment_count_the_lines_recorded_by_then(bac
     );
     assert!(app.failed_invariants().await.is_empty());
 
-    let amount = match backend {
-        Backend::Postgres => "amount = amount + 0.01",
-        Backend::Sqlite => "amount_minor = amount_minor + 1",
+    // One row of the day's hours changed (a row is named by its system column).
+    let (amount, row) = match backend {
+        Backend::Postgres => ("amount = amount + 0.01", "ctid"),
+        Backend::Sqlite => ("amount_minor = amount_minor + 1", "rowid"),
     };
     let hour = "account || ' ' || currency || ' on ' || effective_date";
     let changed = app
@@ -589,21 +590,10 @@ async fn balances_as_recorded_at_any_moment_count_the_lines_recorded_by_then(bac
         ))
         .await
         .remove(0);
-    app.exec(
-        &format!(
-            "UPDATE recorded_balance_deltas SET {amount}
-         WHERE ctid_or_rowid IN (SELECT ctid_or_rowid FROM recorded_balance_deltas
-                                 WHERE {hour} = '{changed}' LIMIT 1)"
-        )
-        .replace(
-            "ctid_or_rowid",
-            if backend == Backend::Postgres {
-                "ctid"
-            } else {
-                "rowid"
-            },
-        ),
-    )
+    app.exec(&format!(
+        "UPDATE recorded_balance_deltas SET {amount}
+         WHERE {row} IN (SELECT {row} FROM recorded_balance_deltas WHERE {hour} = '{changed}' LIMIT 1)"
+    ))
     .await
     .expect("a kept balance changed behind the journal's back");
     let failed = app.failed_invariants().await;
